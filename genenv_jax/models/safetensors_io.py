@@ -1,0 +1,151 @@
+"""Streaming safetensors reading (memory-mapped, one tensor at a time) and sharded writing, numpy only.
+
+The format (huggingface/safetensors docs): an 8-byte little-endian header size N, then N bytes of JSON mapping each
+tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets relative to the end of the header), plus an
+optional "__metadata__" dict of strings; then the raw little-endian tensor bytes. bfloat16 maps to ml_dtypes.bfloat16,
+so no framework is needed and tensors are read lazily from the page cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import struct
+from typing import Iterator, Mapping
+
+import ml_dtypes
+import numpy as np
+
+_DTYPES = {
+    "F64": np.dtype(np.float64), "F32": np.dtype(np.float32), "F16": np.dtype(np.float16),
+    "BF16": np.dtype(ml_dtypes.bfloat16), "I64": np.dtype(np.int64), "I32": np.dtype(np.int32),
+    "I16": np.dtype(np.int16), "I8": np.dtype(np.int8), "U8": np.dtype(np.uint8), "BOOL": np.dtype(np.bool_),
+}
+_NAMES = {v: k for k, v in _DTYPES.items()}
+
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+
+
+class SafetensorsFile:
+  """A memory-mapped safetensors file; `get(name)` returns a read-only numpy view without copying."""
+
+  def __init__(self, path: str | os.PathLike):
+    self.path = pathlib.Path(path)
+    with open(self.path, "rb") as f:
+      raw = f.read(8)
+      if len(raw) != 8:
+        raise ValueError(f"{self.path} is not a safetensors file (shorter than its 8-byte header size)")
+      (size,) = struct.unpack("<Q", raw)
+      try:
+        header = json.loads(f.read(size))
+      except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{self.path} has a corrupt safetensors header: {e}") from None
+    self.metadata = header.pop("__metadata__", {}) or {}
+    self.header = header
+    self._data_start = 8 + size
+    self._map = np.memmap(self.path, dtype=np.uint8, mode="r") if os.path.getsize(self.path) > 0 else None
+
+  def keys(self) -> list[str]:
+    return list(self.header)
+
+  def shape(self, name: str) -> tuple[int, ...]:
+    return tuple(self.header[name]["shape"])
+
+  def get(self, name: str) -> np.ndarray:
+    info = self.header[name]
+    if info["dtype"] not in _DTYPES:
+      raise ValueError(f"{self.path}: tensor {name!r} has unsupported dtype {info['dtype']}")
+    begin, end = info["data_offsets"]
+    dtype = _DTYPES[info["dtype"]]
+    raw = self._map[self._data_start + begin:self._data_start + end]
+    return raw.view(dtype).reshape(info["shape"])
+
+
+def open_checkpoint(directory: str | os.PathLike) -> dict[str, SafetensorsFile]:
+  """Tensor name -> the file holding it, from `model.safetensors.index.json` or every `*.safetensors` in the dir."""
+  directory = pathlib.Path(directory)
+  index_path = directory / INDEX_FILE
+  if index_path.exists():
+    try:
+      weight_map = json.loads(index_path.read_text())["weight_map"]
+    except (json.JSONDecodeError, KeyError) as e:
+      raise ValueError(f"{index_path} is not a valid safetensors index (needs a 'weight_map'): {e}") from None
+    files = {name: directory / name for name in set(weight_map.values())}
+    missing = [str(p) for p in files.values() if not p.exists()]
+    if missing:
+      raise FileNotFoundError(f"{index_path} names shard files that are missing: {missing}")
+    opened = {name: SafetensorsFile(p) for name, p in files.items()}
+    return {tensor: opened[file] for tensor, file in weight_map.items()}
+  paths = sorted(directory.glob("*.safetensors"))
+  if not paths:
+    raise FileNotFoundError(f"no *.safetensors weights in {directory}; save the model with safetensors "
+                            "(transformers' save_pretrained does by default)")
+  table: dict[str, SafetensorsFile] = {}
+  for p in paths:
+    f = SafetensorsFile(p)
+    for name in f.keys():
+      table[name] = f
+  return table
+
+
+def _write_file(path: pathlib.Path, tensors: Mapping[str, np.ndarray]) -> None:
+  header, offset = {}, 0
+  for name, array in tensors.items():
+    if array.dtype not in _NAMES:
+      raise ValueError(f"tensor {name!r} has dtype {array.dtype}, which safetensors cannot store")
+    header[name] = {"dtype": _NAMES[array.dtype], "shape": list(array.shape),
+                    "data_offsets": [offset, offset + array.nbytes]}
+    offset += array.nbytes
+  header["__metadata__"] = {"format": "pt"}
+  blob = json.dumps(header, separators=(",", ":")).encode()
+  blob += b" " * (-len(blob) % 8)  # the spec recommends 8-byte alignment of the data
+  with open(path, "wb") as f:
+    f.write(struct.pack("<Q", len(blob)))
+    f.write(blob)
+    for array in tensors.values():
+      f.write(np.ascontiguousarray(array).tobytes())
+
+
+def write_checkpoint(directory: str | os.PathLike, tensors: Iterator[tuple[str, np.ndarray]],
+                     max_shard_bytes: int = 5 * 2**30) -> list[str]:
+  """Writes tensors (streamed from an iterator) into shards of at most max_shard_bytes, plus an index when sharded.
+
+  Returns the file names written. One shard is named `model.safetensors`, as transformers expects.
+  """
+  directory = pathlib.Path(directory)
+  directory.mkdir(parents=True, exist_ok=True)
+  shards: list[list[str]] = []
+  current: dict[str, np.ndarray] = {}
+  current_bytes, total_bytes, weight_map, written = 0, 0, {}, []
+
+  def flush():
+    nonlocal current, current_bytes
+    if current:
+      tmp_name = f"shard-{len(written):05d}.tmp"
+      _write_file(directory / tmp_name, current)
+      written.append(tmp_name)
+      shards.append(list(current))
+    current, current_bytes = {}, 0
+
+  for name, array in tensors:
+    if current and current_bytes + array.nbytes > max_shard_bytes:
+      flush()
+    current[name] = array
+    current_bytes += array.nbytes
+    total_bytes += array.nbytes
+  flush()
+
+  if len(written) == 1:
+    os.replace(directory / written[0], directory / SINGLE_FILE)
+    return [SINGLE_FILE]
+  names = []
+  for i, (tmp_name, shard_tensors) in enumerate(zip(written, shards)):
+    final = f"model-{i + 1:05d}-of-{len(written):05d}.safetensors"
+    os.replace(directory / tmp_name, directory / final)
+    names.append(final)
+    weight_map.update({t: final for t in shard_tensors})
+  index = {"metadata": {"total_size": total_bytes}, "weight_map": weight_map}
+  (directory / INDEX_FILE).write_text(json.dumps(index, indent=2))
+  return names

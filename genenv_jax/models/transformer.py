@@ -1,0 +1,240 @@
+"""A flax.nnx decoder of the Llama / Qwen2 family, with a static-size KV cache for decoding.
+
+Per layer (pre-norm, as in Llama, Touvron et al. 2023, and Qwen2, Yang et al. 2024):
+  h = x + Attn(RMSNorm(x));  y = h + W_down(silu(W_gate RMSNorm(h)) * W_up RMSNorm(h))
+RMSNorm(x) = x / sqrt(mean(x²) + eps) * g (Zhang & Sennrich 2019), computed in float32 as transformers does.
+Attention is grouped-query (Ainslie et al. 2023): num_heads query heads share num_kv_heads key/value heads.
+RoPE (Su et al. 2021) uses the "rotate half" layout of transformers' Llama/Qwen2 code.
+
+Batches are left-padded. `attention_mask[b, t]` marks real tokens; the position of a real token is the number of real
+tokens before it in its row, so a left-padded row gets the same positions as the unpadded one.
+
+The KV cache is a dict of arrays: per layer `k`, `v` of shape [B, S, num_kv_heads, head_dim], `mask` [B, S] (which
+slots hold real tokens) and `index` (the next slot to write, the same for all rows). Every parameter is an nnx.Param
+with `logical_axes` metadata; genenv_jax.sharding maps those onto the mesh.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from genenv_jax.models.config import ModelConfig, to_dtype
+from genenv_jax.sharding import constrain
+
+Cache = dict[str, Any]
+
+
+def _param(rngs: nnx.Rngs, shape: tuple[int, ...], axes: tuple[str, ...], dtype: Any, std: float | None) -> nnx.Param:
+  value = jnp.ones(shape, dtype) if std is None else std * jax.random.normal(rngs.params(), shape, dtype)
+  return nnx.Param(value, logical_axes=axes)
+
+
+def rms_norm(x: jax.Array, scale: jax.Array, eps: float) -> jax.Array:
+  """x / sqrt(mean(x², -1) + eps) * scale, in float32, cast back to x's dtype (transformers' LlamaRMSNorm)."""
+  x32 = x.astype(jnp.float32)
+  normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
+  return (scale.astype(jnp.float32) * normed).astype(x.dtype)
+
+
+def rope_inverse_frequencies(config: ModelConfig) -> jax.Array:
+  """inv_freq_i = theta^(-2i/d), with optional linear or Llama-3 frequency scaling (transformers' rope_init_fns)."""
+  d = config.head_dim
+  inv_freq = 1.0 / (config.rope_theta ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d))
+  scaling = config.rope_scaling
+  if scaling is None:
+    return inv_freq
+  if scaling[0] == "linear":
+    return inv_freq / scaling[1]
+  if scaling[0] == "llama3":
+    factor, low, high, original = scaling[1:]
+    wavelen = 2 * math.pi / inv_freq
+    low_wavelen, high_wavelen = original / low, original / high
+    scaled = jnp.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (original / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    is_medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return jnp.where(is_medium, smoothed, scaled)
+  raise ValueError(f"unsupported rope_scaling {scaling!r}; supported: None, linear, llama3")
+
+
+def apply_rope(x: jax.Array, positions: jax.Array, inv_freq: jax.Array) -> jax.Array:
+  """Rotates x [B, T, H, D] by angle position * inv_freq: x*cos + rotate_half(x)*sin (rotate-half layout)."""
+  angles = positions[:, :, None].astype(jnp.float32) * inv_freq[None, None, :]  # [B, T, D/2]
+  angles = jnp.concatenate([angles, angles], axis=-1)[:, :, None, :]
+  cos, sin = jnp.cos(angles), jnp.sin(angles)
+  x32 = x.astype(jnp.float32)
+  half = x.shape[-1] // 2
+  rotated = jnp.concatenate([-x32[..., half:], x32[..., :half]], axis=-1)
+  return (x32 * cos + rotated * sin).astype(x.dtype)
+
+
+def positions_from_mask(attention_mask: jax.Array, offset: jax.Array | int = 0) -> jax.Array:
+  """Position of each token = offset + number of real tokens before it in its row (0 at padding)."""
+  mask = attention_mask.astype(jnp.int32)
+  offset = jnp.asarray(offset, jnp.int32)
+  offset = offset[:, None] if offset.ndim == 1 else offset
+  return jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0) * mask + offset * mask
+
+
+class Attention(nnx.Module):
+  """Grouped-query self-attention with RoPE, optional q/k/v bias, and an optional KV cache."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    self.config = config
+    pd = to_dtype(config.param_dtype)
+    h, d, nq, nkv = config.hidden_size, config.head_dim, config.num_heads, config.num_kv_heads
+    std = 1.0 / math.sqrt(h)
+    self.q_proj = _param(rngs, (h, nq, d), ("embed", "q_heads", "head_dim"), pd, std)
+    self.k_proj = _param(rngs, (h, nkv, d), ("embed", "kv_heads", "head_dim"), pd, std)
+    self.v_proj = _param(rngs, (h, nkv, d), ("embed", "kv_heads", "head_dim"), pd, std)
+    self.o_proj = _param(rngs, (nq, d, h), ("q_heads", "head_dim", "embed"), pd, 1.0 / math.sqrt(nq * d))
+    if config.qkv_bias:
+      self.q_bias = nnx.Param(jnp.zeros((nq, d), pd), logical_axes=("q_heads", "head_dim"))
+      self.k_bias = nnx.Param(jnp.zeros((nkv, d), pd), logical_axes=("kv_heads", "head_dim"))
+      self.v_bias = nnx.Param(jnp.zeros((nkv, d), pd), logical_axes=("kv_heads", "head_dim"))
+
+  def __call__(self, x: jax.Array, positions: jax.Array, key_mask: jax.Array, inv_freq: jax.Array,
+               layer_cache: Cache | None, cache_index: jax.Array | None) -> tuple[jax.Array, Cache | None]:
+    cfg = self.config
+    dt = x.dtype
+    q = jnp.einsum("bte,ehd->bthd", x, self.q_proj[...].astype(dt))
+    k = jnp.einsum("bte,ehd->bthd", x, self.k_proj[...].astype(dt))
+    v = jnp.einsum("bte,ehd->bthd", x, self.v_proj[...].astype(dt))
+    if cfg.qkv_bias:
+      q, k, v = q + self.q_bias[...].astype(dt), k + self.k_bias[...].astype(dt), v + self.v_bias[...].astype(dt)
+    q = apply_rope(q, positions, inv_freq)
+    k = apply_rope(k, positions, inv_freq)
+    q = constrain(q, ("batch", "length", "q_heads", "head_dim"))
+
+    t = x.shape[1]
+    if layer_cache is None:
+      keys, values = k, v
+      query_slots = jnp.arange(t)
+      key_slots = jnp.arange(t)
+    else:
+      keys = jax.lax.dynamic_update_slice_in_dim(layer_cache["k"], k.astype(layer_cache["k"].dtype), cache_index, 1)
+      values = jax.lax.dynamic_update_slice_in_dim(layer_cache["v"], v.astype(layer_cache["v"].dtype), cache_index, 1)
+      layer_cache = {"k": keys, "v": values}
+      query_slots = cache_index + jnp.arange(t)
+      key_slots = jnp.arange(keys.shape[1])
+      keys, values = keys.astype(dt), values.astype(dt)
+
+    b, s = keys.shape[0], keys.shape[1]
+    group = cfg.num_heads // cfg.num_kv_heads
+    qg = q.reshape(b, t, cfg.num_kv_heads, group, cfg.head_dim)
+    scores = jnp.einsum("btkgd,bskd->bkgts", qg, keys).astype(jnp.float32) / math.sqrt(cfg.head_dim)
+    allowed = (key_slots[None, None, :] <= query_slots[None, :, None]) & key_mask[:, None, :].astype(bool)  # [B,T,S]
+    scores = jnp.where(allowed[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, axis=-1).astype(dt)
+    out = jnp.einsum("bkgts,bskd->btkgd", probs, values).reshape(b, t, cfg.num_heads, cfg.head_dim)
+    return jnp.einsum("bthd,hde->bte", out, self.o_proj[...].astype(dt)), layer_cache
+
+
+class MLP(nnx.Module):
+  """SwiGLU: W_down(silu(W_gate x) * W_up x) (Shazeer 2020)."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    pd = to_dtype(config.param_dtype)
+    h, f = config.hidden_size, config.intermediate_size
+    self.gate_proj = _param(rngs, (h, f), ("embed", "mlp"), pd, 1.0 / math.sqrt(h))
+    self.up_proj = _param(rngs, (h, f), ("embed", "mlp"), pd, 1.0 / math.sqrt(h))
+    self.down_proj = _param(rngs, (f, h), ("mlp", "embed"), pd, 1.0 / math.sqrt(f))
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    dt = x.dtype
+    gate = jax.nn.silu(x @ self.gate_proj[...].astype(dt))
+    hidden = constrain(gate * (x @ self.up_proj[...].astype(dt)), ("batch", "length", "mlp"))
+    return hidden @ self.down_proj[...].astype(dt)
+
+
+class Block(nnx.Module):
+  """One pre-norm decoder layer."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    pd = to_dtype(config.param_dtype)
+    self.eps = config.rms_norm_eps
+    self.input_norm = nnx.Param(jnp.ones((config.hidden_size,), pd), logical_axes=("norm",))
+    self.attn = Attention(config, rngs=rngs)
+    self.post_attention_norm = nnx.Param(jnp.ones((config.hidden_size,), pd), logical_axes=("norm",))
+    self.mlp = MLP(config, rngs=rngs)
+
+  def __call__(self, x, positions, key_mask, inv_freq, layer_cache, cache_index):
+    attn_out, layer_cache = self.attn(rms_norm(x, self.input_norm[...], self.eps), positions, key_mask, inv_freq,
+                                      layer_cache, cache_index)
+    x = x + attn_out
+    x = x + self.mlp(rms_norm(x, self.post_attention_norm[...], self.eps))
+    return constrain(x, ("batch", "length", "embed")), layer_cache
+
+
+class Transformer(nnx.Module):
+  """The decoder: embed -> blocks -> RMSNorm -> LM head (tied to the embedding or not). Logits are float32."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    self.config = config
+    pd = to_dtype(config.param_dtype)
+    self.embed = _param(rngs, (config.vocab_size, config.hidden_size), ("vocab", "embed"), pd, 0.02)
+    self.layers = nnx.List([Block(config, rngs=rngs) for _ in range(config.num_layers)])
+    self.final_norm = nnx.Param(jnp.ones((config.hidden_size,), pd), logical_axes=("norm",))
+    if not config.tie_word_embeddings:
+      self.lm_head = _param(rngs, (config.hidden_size, config.vocab_size), ("embed", "vocab"), pd, 0.02)
+
+  def __call__(self, input_ids: jax.Array, attention_mask: jax.Array, cache: Cache | None = None,
+               positions: jax.Array | None = None) -> tuple[jax.Array, Cache | None]:
+    """Logits [B, T, V] (float32) and the updated cache (None without one).
+
+    Without a cache, attention is causal over the T given tokens. With one, the T tokens are written at slots
+    [index, index + T) and attend to every earlier real slot; positions continue from the real tokens in the cache.
+    """
+    cfg = self.config
+    dt = to_dtype(cfg.dtype)
+    attention_mask = attention_mask.astype(bool)
+    if cache is None:
+      key_mask, index = attention_mask, None
+      if positions is None:
+        positions = positions_from_mask(attention_mask)
+    else:
+      index = cache["index"]
+      key_mask = jax.lax.dynamic_update_slice_in_dim(cache["mask"], attention_mask, index, 1)
+      if positions is None:
+        positions = positions_from_mask(attention_mask, jnp.sum(cache["mask"], axis=1))
+    inv_freq = rope_inverse_frequencies(cfg)
+    x = constrain(jnp.take(self.embed[...], input_ids, axis=0).astype(dt), ("batch", "length", "embed"))
+
+    new_layers = []
+    for i, block in enumerate(self.layers):
+      layer_cache = None if cache is None else cache["layers"][i]
+      if cfg.remat:
+        x, layer_cache = nnx.remat(lambda blk, *a: blk(*a), static_argnums=())(block, x, positions, key_mask,
+                                                                                 inv_freq, layer_cache, index)
+      else:
+        x, layer_cache = block(x, positions, key_mask, inv_freq, layer_cache, index)
+      new_layers.append(layer_cache)
+
+    x = rms_norm(x, self.final_norm[...], cfg.rms_norm_eps)
+    if cfg.tie_word_embeddings:
+      logits = jnp.einsum("bte,ve->btv", x, self.embed[...].astype(dt))
+    else:
+      logits = x @ self.lm_head[...].astype(dt)
+    logits = constrain(logits.astype(jnp.float32), ("batch", "length", "vocab"))
+    if cache is None:
+      return logits, None
+    return logits, {"layers": new_layers, "mask": key_mask, "index": index + input_ids.shape[1]}
+
+
+def init_cache(config: ModelConfig, batch_size: int, max_length: int, dtype: Any = None) -> Cache:
+  """An empty cache of `max_length` slots (k/v in the compute dtype unless given)."""
+  dtype = to_dtype(config.dtype) if dtype is None else dtype
+  shape = (batch_size, max_length, config.num_kv_heads, config.head_dim)
+  return {
+      "layers": [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(config.num_layers)],
+      "mask": jnp.zeros((batch_size, max_length), bool),
+      "index": jnp.zeros((), jnp.int32),
+  }
+
+
+CACHE_LOGICAL_AXES = ("batch", "cache_length", "kv_heads", "head_dim")

@@ -85,8 +85,11 @@ def prefill(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, c
 
 
 def decode(model: Transformer, last_logits: jax.Array, cache: dict, key: jax.Array,
-           params: SamplingParams) -> SampleOutput:
-  """`lax.while_loop` decode: sample, write, feed the token back; stops when all rows hit an EOS or the budget."""
+           params: SamplingParams) -> tuple[SampleOutput, dict]:
+  """`lax.while_loop` decode: sample, write, feed the token back; stops when all rows hit an EOS or the budget.
+
+  Returns the samples and the final cache (returning it lets a caller's donated cache buffers be reused in place).
+  """
   b, n = last_logits.shape[0], params.max_new_tokens
   eos = jnp.asarray(params.eos_ids if params.eos_ids else (-1,), jnp.int32)
 
@@ -109,8 +112,8 @@ def decode(model: Transformer, last_logits: jax.Array, cache: dict, key: jax.Arr
 
   init = (jnp.zeros((), jnp.int32), last_logits, cache, jnp.full((b, n), params.pad_id, jnp.int32),
           jnp.zeros((b, n), jnp.float32), jnp.zeros((b, n), jnp.int32), jnp.zeros((b,), bool), key)
-  _, _, _, tokens, logprobs, mask, _, _ = jax.lax.while_loop(cond, body, init)
-  return SampleOutput(tokens, logprobs, mask)
+  _, _, cache, tokens, logprobs, mask, _, _ = jax.lax.while_loop(cond, body, init)
+  return SampleOutput(tokens, logprobs, mask), cache
 
 
 def sample(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, key: jax.Array,
@@ -118,7 +121,7 @@ def sample(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, ke
   """Prefill plus decode in one traceable function, for use inside a larger jitted program (the co-evolution step)."""
   cache = init_cache(model.config, prompt_ids.shape[0], prompt_ids.shape[1] + params.max_new_tokens)
   last_logits, cache = prefill(model, prompt_ids, prompt_mask, cache)
-  return decode(model, last_logits, cache, key, params)
+  return decode(model, last_logits, cache, key, params)[0]
 
 
 # ---- the eager entry point: buckets, validation, donated cache ------------------------------------------------------
@@ -175,4 +178,5 @@ def generate(model: Transformer, input_ids: Any, attention_mask: Any = None, *, 
   cache = place_batch(cache, mesh) if mesh is not None else cache
   with mesh_context(mesh):
     last_logits, cache = _prefill_jit(graphdef, state, ids, mask, cache)
-    return _decode_jit(graphdef, state, last_logits, cache, key, params)
+    out, _ = _decode_jit(graphdef, state, last_logits, cache, key, params)
+  return out

@@ -1,0 +1,1 @@
+"""Command-line helpers that build shipped assets (run as `python -m genenv_jax.scripts.<name>`)."""

@@ -1,0 +1,221 @@
+"""Token-level arithmetic in pure JAX: find where a generation ends, evaluate `12+7*3-5`, read `-42`, pack prompts.
+
+Everything works on int32 token ids [B, L] with static shapes (masks, not lengths), so it runs inside the one jitted
+co-evolution step (genenv_jax DESIGN.md, "The co-evolution step": verifiers in pure JAX over token ids). Nothing here
+raises on data: malformed rows come back with `ok = False`.
+
+The grammar, over the tokenizer's single-piece digits and the operators + - * (any other token is malformed):
+
+    expression := number (op number)+          op := '+' | '-' | '*'
+    number     := '0' | nonzero-digit digit*   (at most `max_digits` digits, so no leading zero)
+
+with 2 .. `max_operands` numbers, evaluated with the usual precedence (* binds tighter than + and -, left to right),
+and with every partial product, partial sum and the value within +-`bound` (int32-safe: see `check_bounds`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+INT32_MAX = 2**31 - 1
+MAX_ANSWER_DIGITS = 9  # an int32 holds any 9-digit magnitude
+
+
+@dataclasses.dataclass(frozen=True)
+class ArithTokens:
+  """The static token ids the arithmetic domain reads and writes (hashable: they are part of compiled programs).
+
+  `digit_ids[d]` spells digit d; `rate_ids[k]` / `rate_lens[k]` spell the success rate k/10 ("0.0" .. "1.0") for
+  k = 0..10 and, at k = 11, the unknown rate "?"; the prompt pieces are the tokens of the fixed text around them.
+  """
+
+  digit_ids: tuple[int, ...]
+  plus_id: int
+  minus_id: int
+  times_id: int
+  eos_ids: tuple[int, ...]
+  pad_id: int
+  bos_ids: tuple[int, ...]         # () when the tokenizer has no bos token
+  compute_prefix: tuple[int, ...]  # "Compute: "
+  compute_suffix: tuple[int, ...]  # " ="
+  seed_prefix: tuple[int, ...]     # "Seed: "
+  rate_prefix: tuple[int, ...]     # " | rate "
+  task_suffix: tuple[int, ...]     # " | New task:"
+  rate_ids: tuple[tuple[int, ...], ...]
+  rate_lens: tuple[int, ...]
+
+  @property
+  def eos_id(self) -> int:
+    return self.eos_ids[0]
+
+
+class Expression(NamedTuple):
+  """The result of evaluating one batch of expressions; fields are [B], zero where `ok` is False."""
+
+  ok: jax.Array          # bool: well-formed, terminated and within bounds
+  value: jax.Array       # int32
+  n_operators: jax.Array  # int32
+  max_digits: jax.Array  # int32: digits of the longest number
+  has_times: jax.Array   # bool
+
+
+def check_bounds(max_digits: int, bound: int) -> None:
+  """Raises ValueError unless int32 evaluation is exact: 10**max_digits <= bound and bound * 10**max_digits fits.
+
+  The evaluator keeps |partial term| <= bound and multiplies it by a number below 10**max_digits, so the product
+  must fit an int32; a single number must itself be within the bound so that the host and JAX checks agree.
+  """
+  if max_digits < 1:
+    raise ValueError(f"max_digits must be >= 1, got {max_digits}")
+  if bound < 10**max_digits:
+    raise ValueError(f"value bound {bound} must be >= 10**max_digits = {10**max_digits}")
+  if bound * 10**max_digits > INT32_MAX:
+    raise ValueError(f"value bound {bound} times 10**max_digits = {10**max_digits} overflows int32; lower "
+                     "max_digits (<= 3 with the default bound 10**6) or the bound")
+
+
+def content_end(tokens: jax.Array, mask: jax.Array, eos_ids: Sequence[int]) -> tuple[jax.Array, jax.Array]:
+  """(length [B] int32, terminated [B] bool) of each row's content.
+
+  Rule: the content is the tokens before the first position that is an EOS under mask 1, or has mask 0. A row with
+  no such position (mask 1 everywhere, no EOS: the generation ran out of budget) is not terminated, so malformed.
+  """
+  is_eos = jnp.isin(tokens, jnp.asarray(eos_ids, jnp.int32))
+  stop = (is_eos & (mask != 0)) | (mask == 0)
+  terminated = jnp.any(stop, axis=-1)
+  length = jnp.where(terminated, jnp.argmax(stop, axis=-1), tokens.shape[-1]).astype(jnp.int32)
+  return length, terminated
+
+
+def digit_values(tokens: jax.Array, digit_ids: Sequence[int]) -> jax.Array:
+  """The digit each token spells, or -1 for any other token (same shape as `tokens`)."""
+  out = jnp.full(tokens.shape, -1, jnp.int32)
+  for d, tok in enumerate(digit_ids):
+    out = jnp.where(tokens == tok, d, out)
+  return out
+
+
+def evaluate_expression(tokens: jax.Array, length: jax.Array, terminated: jax.Array, vocab: ArithTokens,
+                        max_operands: int, max_digits: int, bound: int) -> Expression:
+  """Parses and evaluates `tokens[:, :length]` with a lax.scan state machine over the columns.
+
+  State per row: `total` (sum of finished terms), `term` (signed product of the current term's finished factors),
+  `num` / `nd` (the number being read and its digit count), counts, and `ok`. A digit extends `num` (no leading
+  zero, at most `max_digits`); an operator needs a number before it, forms f = term * num, then '*' keeps f as the
+  term and '+' / '-' add f to the total and start a term of sign +1 / -1. At the end the last number closes the
+  expression: value = total + term * num. Every f, total and the value must satisfy |x| <= bound.
+  """
+  check_bounds(max_digits, bound)
+  batch, width = tokens.shape
+  digits = digit_values(tokens, vocab.digit_ids)
+  is_plus, is_minus, is_times = tokens == vocab.plus_id, tokens == vocab.minus_id, tokens == vocab.times_id
+  inside = jnp.arange(width)[None, :] < length[:, None]
+
+  zeros = jnp.zeros((batch,), jnp.int32)
+  init = dict(ok=jnp.ones((batch,), bool), total=zeros, term=zeros + 1, num=zeros, nd=zeros, n_ops=zeros,
+              max_nd=zeros, has_times=jnp.zeros((batch,), bool))
+
+  def step(s, x):
+    d, plus, minus, times, live = x
+    is_digit, is_op = d >= 0, plus | minus | times
+    # A digit: no leading zero ("07"), at most max_digits digits.
+    digit_ok = ~((s["nd"] == 1) & (s["num"] == 0)) & (s["nd"] < max_digits)
+    # An operator: a number must precede it (no leading operator, no two in a row).
+    f = s["term"] * s["num"]  # |term| <= bound, num < 10**max_digits: fits int32 (check_bounds)
+    f_ok = jnp.abs(f) <= bound
+    f = jnp.clip(f, -bound, bound)
+    new_total = s["total"] + f
+    total_ok = times | (jnp.abs(new_total) <= bound)
+    op_ok = (s["nd"] > 0) & f_ok & total_ok
+    good = jnp.where(is_digit, digit_ok, is_op & op_ok)
+    take_digit, take_op = live & is_digit, live & is_op  # an operator closes the current number
+    return dict(
+      ok=s["ok"] & (~live | good),
+      total=jnp.where(take_op & ~times, jnp.clip(new_total, -bound, bound), s["total"]),
+      term=jnp.where(take_op, jnp.where(times, f, jnp.where(minus, -1, 1)), s["term"]),
+      num=jnp.where(take_digit, jnp.minimum(s["num"] * 10 + jnp.maximum(d, 0), 10**max_digits - 1),
+                    jnp.where(take_op, 0, s["num"])),
+      nd=jnp.where(take_digit, jnp.minimum(s["nd"] + 1, max_digits + 1), jnp.where(take_op, 0, s["nd"])),
+      n_ops=s["n_ops"] + take_op.astype(jnp.int32),
+      max_nd=jnp.where(take_op, jnp.maximum(s["max_nd"], s["nd"]), s["max_nd"]),
+      has_times=s["has_times"] | (take_op & times),
+    ), None
+
+  xs = (digits.T, is_plus.T, is_minus.T, is_times.T, inside.T)
+  s, _ = jax.lax.scan(step, init, xs)
+  f = s["term"] * s["num"]
+  value = s["total"] + jnp.clip(f, -bound, bound)
+  ok = (s["ok"] & terminated & (s["nd"] > 0) & (s["n_ops"] >= 1) & (s["n_ops"] + 1 <= max_operands)
+        & (jnp.abs(f) <= bound) & (jnp.abs(value) <= bound))
+  zero = jnp.zeros_like(value)
+  return Expression(
+    ok=ok,
+    value=jnp.where(ok, value, zero),
+    n_operators=jnp.where(ok, s["n_ops"], zero),
+    max_digits=jnp.where(ok, jnp.maximum(s["max_nd"], s["nd"]), zero),
+    has_times=ok & s["has_times"],
+  )
+
+
+def parse_integer(tokens: jax.Array, mask: jax.Array, vocab: ArithTokens) -> tuple[jax.Array, jax.Array]:
+  """(ok [B] bool, value [B] int32) of an answer `-?(0|[1-9][0-9]*)` followed by EOS (or the mask end).
+
+  Canonical decimal only: no sign but '-', no leading zeros, no "-0", 1..9 digits (int32-safe), nothing else
+  before the end (see `content_end`); value is 0 where ok is False.
+  """
+  length, terminated = content_end(tokens, mask, vocab.eos_ids)
+  width = tokens.shape[-1]
+  digits = digit_values(tokens, vocab.digit_ids)
+  negative = tokens[:, 0] == vocab.minus_id
+  start = negative.astype(jnp.int32)
+  pos = jnp.arange(width)[None, :]
+  in_number = (pos >= start[:, None]) & (pos < length[:, None])
+  n_digits = length - start
+  all_digits = jnp.all(~in_number | (digits >= 0), axis=-1)
+  first = jnp.take_along_axis(digits, jnp.minimum(start, width - 1)[:, None], axis=-1)[:, 0]
+  canonical = (n_digits == 1) | (first != 0)
+  ok = (terminated & all_digits & (n_digits >= 1) & (n_digits <= MAX_ANSWER_DIGITS) & canonical
+        & ~(negative & (n_digits == 1) & (first == 0)))
+  powers = jnp.asarray([10**k for k in range(MAX_ANSWER_DIGITS)], jnp.int32)
+  place = jnp.clip(length[:, None] - 1 - pos, 0, MAX_ANSWER_DIGITS - 1)
+  magnitude = jnp.sum(jnp.where(in_number, jnp.maximum(digits, 0) * powers[place], 0), axis=-1)
+  value = jnp.where(negative, -magnitude, magnitude)
+  return ok, jnp.where(ok, value, 0).astype(jnp.int32)
+
+
+def pack_left_padded(segments: Sequence[tuple[jax.Array, jax.Array]], width: int,
+                     pad_id: int) -> tuple[jax.Array, jax.Array]:
+  """Concatenates per-row segments and left-pads the result to `width`: (ids [B, width], mask [B, width]) int32.
+
+  Each segment is (ids [B, W_s] or [W_s], lengths [B] or scalar): the first `length` ids of that row. Output column
+  j holds token k = j - (width - total) of the concatenation; a concatenation longer than `width` keeps its last
+  `width` tokens (the prompt's end, where generation starts). Pure gathers, static shapes.
+  """
+  batch = next(jnp.shape(ids)[0] for ids, _ in segments if jnp.ndim(ids) == 2)
+  rows = []
+  for ids, lens in segments:
+    ids = jnp.asarray(ids, jnp.int32)
+    ids = jnp.broadcast_to(ids, (batch, ids.shape[-1])) if ids.ndim == 1 else ids
+    rows.append((ids, jnp.broadcast_to(jnp.asarray(lens, jnp.int32), (batch,))))
+  total = sum(lens for _, lens in rows)
+  k = jnp.arange(width)[None, :] - (width - total)[:, None]
+  out = jnp.full((batch, width), pad_id, jnp.int32)
+  offset = jnp.zeros((batch,), jnp.int32)
+  for ids, lens in rows:
+    local = k - offset[:, None]
+    here = (local >= 0) & (local < lens[:, None])
+    if ids.shape[-1]:
+      picked = jnp.take_along_axis(ids, jnp.clip(local, 0, ids.shape[-1] - 1), axis=-1)
+      out = jnp.where(here, picked, out)
+    offset = offset + lens
+  return out, (k >= 0).astype(jnp.int32)
+
+
+def const(ids: Sequence[int]) -> tuple[jax.Array, int]:
+  """A fixed segment for `pack_left_padded`."""
+  return jnp.asarray(np.asarray(ids, np.int32).reshape(-1)), len(ids)

@@ -1,0 +1,64 @@
+"""Replays every expert walkthrough of an ALFWorld split in the real game and prints the win count and the time.
+
+Rule: for each `game.tw-pddl` of the split (`alfworld_env.list_games`), reset the game, play its `walkthrough`
+commands in order and count the game as won when textworld reports `won` (`alfworld_env.replay_walkthrough`). The
+data README of ../shared/data states that this wins all 134 valid_unseen games. Each replay is also written to the
+step cache (`alfworld_steps`, refreshed, unless --no-cache), so later `AlfworldStepBenchmark.load_items` calls are
+fast. One reset costs 1-4 s, so a whole split takes several minutes.
+
+Usage:
+  python -m genenv_jax.scripts.replay_alfworld --data-dir ../shared/data --split valid_unseen [--limit N]
+      [--cache-dir DIR | --no-cache] [--quiet]
+Exit status: 0 when every replayed game was won, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Sequence
+
+from genenv_jax.domains import alfworld_env, alfworld_steps
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+  parser.add_argument("--data-dir", default="../shared/data", help="shared data root (holding alfworld/) or "
+                      "the alfworld folder itself")
+  parser.add_argument("--split", default="valid_unseen", choices=alfworld_env.SPLITS)
+  parser.add_argument("--limit", type=int, default=None, help="replay only the first N games (sorted by name)")
+  parser.add_argument("--cache-dir", default=None, help="step cache directory (default: "
+                      "alfworld_steps.default_cache_dir())")
+  parser.add_argument("--no-cache", action="store_true", help="do not write replays to the step cache")
+  parser.add_argument("--quiet", action="store_true", help="print only the summary line")
+  return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  args = parse_args(argv)
+  games = alfworld_env.list_games(args.data_dir, args.split)
+  if args.limit is not None:
+    games = games[:max(args.limit, 0)]
+  start = time.perf_counter()
+  won, lost, steps = 0, [], 0
+  for i, path in enumerate(games, 1):
+    t0 = time.perf_counter()
+    replay = alfworld_steps.load_replay(path, args.cache_dir, use_cache=not args.no_cache, refresh=True)
+    won += replay.won
+    steps += len(replay.actions)
+    if not replay.won:
+      lost.append(replay.game)
+    if not args.quiet:
+      print(f"[{i}/{len(games)}] {'WON ' if replay.won else 'LOST'} {len(replay.actions)} steps "
+            f"{time.perf_counter() - t0:.1f}s {replay.game}", flush=True)
+  seconds = time.perf_counter() - start
+  print(f"{args.split}: walkthrough won {won}/{len(games)} games ({steps} steps) in {seconds:.1f}s "
+        f"({seconds / max(len(games), 1):.2f}s per game)")
+  for name in lost:
+    print(f"  not won: {name}")
+  return 0 if won == len(games) else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())

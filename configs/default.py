@@ -1,0 +1,105 @@
+"""The embedded default: a tiny agent and a tiny env co-evolving on synthetic arithmetic, on a CPU in minutes.
+
+Variants (`--config=configs/default.py:VARIANT`):
+  (none)    the demo: warm start, then co-evolution, about 10 minutes on a 2-core CPU.
+  smoke     the same run shrunk to about a minute (CI and scripts use it).
+  random    GenEnv-Random: the env samples tasks but is never trained (env.train=False).
+  static    static augmentation: the env generates once after warm start, then only replay.
+  grpo      plain GRPO on the seed tasks, no env.
+  pg        the env trained with GRPO on R_env (K samples per seed) instead of RWR.
+
+Hyper-parameters and where they come from (GenEnv, arXiv 2512.19682, and its official veRL code):
+  G = 8 rollouts, clip 0.2, k3 KL 0.001, token-mean loss: official defaults. lr 1e-6 / 5e-7 (agent / env) are the
+  paper's values for 7B models; these ~0.5M-parameter models learn nothing at such rates, so the demo uses 3e-4 and
+  1e-4 (the real-model configs keep the paper's values).
+  α = 0.5, k_min = 0.1, λ = 1: paper. β: unstated in the paper; 10 makes R_env(0) = R_env(1) = exp(-2.5) ≈ 0.08.
+  G = 10 here rather than 8: with G = 8 only p̂ = 0.5 passes the band |p̂ - α| <= 0.1, about 27% of tasks whose
+  true success rate is 0.5; with G = 10, p̂ in {0.4, 0.5, 0.6} passes (DESIGN.md, "Only p̂ = 0.5 passes").
+  Env KL to its initial model 0.001 and a per-update KL cap of 0.05 (scaled): the env must keep pace with the agent
+  (DESIGN.md, "The env can lag the agent"), so the pull back is weak and the cap guards stability.
+"""
+
+import ml_collections
+
+
+def model_config(hidden: int = 128, layers: int = 2, heads: int = 4, kv_heads: int = 2, mlp: int = 384):
+  return ml_collections.ConfigDict(dict(
+      hf_path="",               # a local HF checkpoint directory; empty = a random model of the shape below
+      hidden_size=hidden, intermediate_size=mlp, num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
+      head_dim=hidden // heads, rope_theta=10000.0, tie_word_embeddings=True, max_position_embeddings=256,
+      dtype="float32", remat=False))
+
+
+def get_config(arg: str = "") -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  c.total_steps = 120
+  c.checkpoint_every = 40
+  c.eval_every = 20
+  c.log_every = 5
+  c.max_checkpoints = 2
+  c.mode = "coevolve"             # coevolve | static | grpo
+  c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
+  c.distributed = False           # call jax.distributed.initialize (multi-host pods)
+  c.tokenizer = ""                # empty = the shipped arithmetic sentencepiece model
+
+  c.domain = ml_collections.ConfigDict(dict(
+      name="arithmetic", verifier="jax", max_operands=4, max_digits=2, num_seeds=512, num_heldout=256,
+      success_threshold=0.5))
+
+  c.agent = ml_collections.ConfigDict()
+  c.agent.model = model_config()
+  c.agent.optimizer = ml_collections.ConfigDict(dict(lr=3e-4, weight_decay=0.0, max_grad_norm=1.0, warmup_steps=0))
+  c.agent.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
+  c.agent.grpo = ml_collections.ConfigDict(dict(
+      group_size=10, advantage="grpo", clip_low=0.2, clip_high=0.2, kl_coef=0.001, kl_estimator="k3",
+      entropy_coef=0.0, loss_agg="token-mean", minibatches=2))
+
+  c.env = ml_collections.ConfigDict()
+  c.env.train = True
+  c.env.objective = "rwr"         # rwr | pg
+  c.env.model = model_config()
+  c.env.optimizer = ml_collections.ConfigDict(dict(lr=1e-4, weight_decay=0.0, max_grad_norm=1.0, warmup_steps=0))
+  c.env.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
+  c.env.num_seeds = 8
+  c.env.samples_per_seed = 1
+  c.env.curriculum = ml_collections.ConfigDict(dict(alpha=0.5, beta=10.0, k_min=0.1, rwr_lambda=1.0))
+  c.env.kl_coef = 0.001
+  c.env.max_kl = 0.05
+  c.env.kl_cap_mode = "scale"     # skip | scale | sqrt
+
+  c.pools = ml_collections.ConfigDict(dict(
+      train_capacity=1024, env_capacity=512, num_replay=4, replay_mix=(0.5, 0.25, 0.25),
+      env_seed_mix=(0.5, 0.25, 0.25), new_window=1, keep_seeds=True, static_rounds=8))
+
+  c.warm_start = ml_collections.ConfigDict(dict(agent_steps=600, env_steps=300, batch_size=64, lr=2e-3))
+
+  variant = arg.strip()
+  if variant == "smoke":
+    c.total_steps = 6
+    c.checkpoint_every = 3
+    c.eval_every = 3
+    c.log_every = 1
+    c.domain.num_seeds = 128
+    c.domain.num_heldout = 32
+    c.warm_start.agent_steps = 40
+    c.warm_start.env_steps = 30
+    c.agent.grpo.group_size = 4
+    c.env.num_seeds = 4
+    c.pools.num_replay = 2
+  elif variant == "random":
+    c.env.train = False
+  elif variant == "static":
+    c.mode = "static"
+    c.pools.num_replay = 12
+  elif variant == "grpo":
+    c.mode = "grpo"
+    c.pools.num_replay = 12
+  elif variant == "pg":
+    c.env.objective = "pg"
+    c.env.num_seeds = 4
+    c.env.samples_per_seed = 2
+  elif variant:
+    raise ValueError(f"unknown variant {variant!r} of configs/default.py; "
+                     "choose one of: smoke, random, static, grpo, pg (or none)")
+  return c

@@ -1,0 +1,73 @@
+"""One optimizer update from a (sum, denominator) loss, over mini-batches in a `lax.scan`, skipping non-finite steps.
+
+Losses here return (sum, denominator) pairs (tunix's convention), so a batch split into M mini-batches gives the exact
+full-batch gradient: g = Σ_m ∇sum_m / Σ_m denom_m. With `num_updates` > 1 the batch is split into that many
+consecutive mini-batches and each takes its own optimizer step (PPO-style epochs of one pass), as in GRPO's
+mini-batch updates. A step whose loss or gradient is not finite leaves parameters and optimizer state unchanged and is
+counted in `skipped` (robustness: a bad batch never corrupts the state).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+LossFn = Callable[[Any, Any], tuple[jax.Array, jax.Array, dict[str, jax.Array]]]  # (params, batch) -> sum, denom, m
+
+
+def make_optimizer(lr: float, weight_decay: float = 0.0, max_grad_norm: float = 1.0, b1: float = 0.9,
+                   b2: float = 0.999, warmup_steps: int = 0) -> optax.GradientTransformation:
+  """AdamW (Loshchilov & Hutter 2019) after global-norm clipping, with optional linear warm-up."""
+  schedule = optax.linear_schedule(0.0, lr, warmup_steps) if warmup_steps > 0 else lr
+  chain = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm > 0 else []
+  return optax.chain(*chain, optax.adamw(schedule, b1=b1, b2=b2, weight_decay=weight_decay))
+
+
+def _split(batch: Any, num: int) -> Any:
+  def one(x):
+    if x.shape[0] % num:
+      raise ValueError(f"a batch of {x.shape[0]} rows does not split into {num} mini-batches")
+    return x.reshape(num, x.shape[0] // num, *x.shape[1:])
+  return jax.tree.map(one, batch)
+
+
+def _all_finite(tree: Any) -> jax.Array:
+  return jnp.all(jnp.asarray([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
+def gradient_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, params: Any, opt_state: Any,
+                  batch: Any, scale: jax.Array | float = 1.0) -> tuple[Any, Any, dict[str, jax.Array]]:
+  """grad of sum/denom at params, one optimizer update scaled by `scale`, skipped when anything is non-finite."""
+  (total, (denom, metrics)), grads = jax.value_and_grad(
+      lambda p: (lambda s, d, m: (s, (d, m)))(*loss_fn(p, batch)), has_aux=True)(params)
+  safe_denom = jnp.maximum(denom, 1e-8)
+  grads = jax.tree.map(lambda g: g / safe_denom, grads)
+  loss = total / safe_denom
+  updates, new_opt = optimizer.update(grads, opt_state, params)
+  updates = jax.tree.map(lambda u: (u * scale).astype(u.dtype), updates)
+  new_params = optax.apply_updates(params, updates)
+  ok = jnp.isfinite(loss) & _all_finite(grads) & (denom > 0)
+  keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
+  metrics = {**metrics, "loss": jnp.where(jnp.isfinite(loss), loss, 0.0),
+             "grad_norm": jnp.where(ok, optax.global_norm(grads), 0.0),
+             "update_norm": jnp.where(ok, optax.global_norm(updates), 0.0),
+             "skipped": (~ok & (denom > 0)).astype(jnp.int32)}
+  return keep(new_params, params), keep(new_opt, opt_state), metrics
+
+
+def minibatch_updates(loss_fn: LossFn, optimizer: optax.GradientTransformation, params: Any, opt_state: Any,
+                      batch: Any, num_updates: int) -> tuple[Any, Any, dict[str, jax.Array]]:
+  """`num_updates` consecutive optimizer steps over equal slices of `batch` in a lax.scan; metrics averaged."""
+  chunks = _split(batch, num_updates)
+
+  def body(carry, chunk):
+    p, o = carry
+    p, o, m = gradient_step(loss_fn, optimizer, p, o, chunk)
+    return (p, o), m
+
+  (params, opt_state), metrics = jax.lax.scan(body, (params, opt_state), chunks)
+  summary = {k: (v.sum() if k == "skipped" else v.mean()) for k, v in metrics.items()}
+  return params, opt_state, summary

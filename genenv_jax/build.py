@@ -80,9 +80,12 @@ def task_rows(tasks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
   return {k: tasks[k] for k in POOL_FIELDS}
 
 
-def build(config: ml_collections.ConfigDict) -> tuple[Run, CoevolutionState]:
-  """Builds the run and its initial (pre-warm-start) state, every array placed with its sharding."""
-  mesh = shd.make_mesh(dict(config.mesh))
+def build(config: ml_collections.ConfigDict, devices=None) -> tuple[Run, CoevolutionState]:
+  """Builds the run and its initial (pre-warm-start) state, every array placed with its sharding.
+
+  The mesh spans `devices` (default: all devices) with the sizes in config.mesh.
+  """
+  mesh = shd.make_mesh(dict(config.mesh), devices=devices)
   tokenizer = load_tokenizer(config.tokenizer or None)
   domain = build_domain(config.domain, tokenizer, seed=config.seed)
   agent = model_from_config(config.agent.model, tokenizer.vocab_size, mesh, seed=config.seed)
@@ -93,9 +96,9 @@ def build(config: ml_collections.ConfigDict) -> tuple[Run, CoevolutionState]:
                        f"({tokenizer.vocab_size}); use the tokenizer the model was trained with")
   settings = step_settings(config, domain, tokenizer)
   o = config.agent.optimizer
-  agent_optimizer = make_optimizer(o.lr, o.weight_decay, o.max_grad_norm, warmup_steps=o.warmup_steps)
+  agent_optimizer = make_optimizer(o.lr, o.weight_decay, o.max_grad_norm, eps=o.eps, warmup_steps=o.warmup_steps)
   o = config.env.optimizer
-  env_optimizer = make_optimizer(o.lr, o.weight_decay, o.max_grad_norm, warmup_steps=o.warmup_steps)
+  env_optimizer = make_optimizer(o.lr, o.weight_decay, o.max_grad_norm, eps=o.eps, warmup_steps=o.warmup_steps)
   agent_graphdef, agent_params = nnx.split(agent)
   env_graphdef, env_params = nnx.split(env)
   coevolution = Coevolution(agent_graphdef, env_graphdef, domain, agent_optimizer, env_optimizer, settings)

@@ -184,8 +184,8 @@ class Transformer(nnx.Module):
       self.lm_head = _param(rngs, (config.hidden_size, config.vocab_size), ("embed", "vocab"), pd, 0.02)
 
   def __call__(self, input_ids: jax.Array, attention_mask: jax.Array, cache: Cache | None = None,
-               positions: jax.Array | None = None) -> tuple[jax.Array, Cache | None]:
-    """Logits [B, T, V] (float32) and the updated cache (None without one).
+               positions: jax.Array | None = None, last_only: bool = False) -> tuple[jax.Array, Cache | None]:
+    """Logits [B, T, V] (float32; [B, 1, V] for the last position only with last_only) and the updated cache.
 
     Without a cache, attention is causal over the T given tokens. With one, the T tokens are written at slots
     [index, index + T) and attend to every earlier real slot; positions continue from the real tokens in the cache.
@@ -215,6 +215,8 @@ class Transformer(nnx.Module):
         x, layer_cache = block(x, positions, key_mask, inv_freq, layer_cache, index)
       new_layers.append(layer_cache)
 
+    if last_only:
+      x = x[:, -1:, :]  # a prefill needs only the next-token logits: skip the [B, T, V] head
     x = rms_norm(x, self.final_norm[...], cfg.rms_norm_eps)
     if cfg.tie_word_embeddings:
       logits = jnp.einsum("bte,ve->btv", x, self.embed[...].astype(dt))

@@ -19,11 +19,11 @@ LossFn = Callable[[Any, Any], tuple[jax.Array, jax.Array, dict[str, jax.Array]]]
 
 
 def make_optimizer(lr: float, weight_decay: float = 0.0, max_grad_norm: float = 1.0, b1: float = 0.9,
-                   b2: float = 0.999, warmup_steps: int = 0) -> optax.GradientTransformation:
+                   b2: float = 0.999, eps: float = 1e-8, warmup_steps: int = 0) -> optax.GradientTransformation:
   """AdamW (Loshchilov & Hutter 2019) after global-norm clipping, with optional linear warm-up."""
   schedule = optax.linear_schedule(0.0, lr, warmup_steps) if warmup_steps > 0 else lr
   chain = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm > 0 else []
-  return optax.chain(*chain, optax.adamw(schedule, b1=b1, b2=b2, weight_decay=weight_decay))
+  return optax.chain(*chain, optax.adamw(schedule, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay))
 
 
 def _split(batch: Any, num: int) -> Any:
@@ -49,11 +49,11 @@ def gradient_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, para
   updates, new_opt = optimizer.update(grads, opt_state, params)
   updates = jax.tree.map(lambda u: (u * scale).astype(u.dtype), updates)
   new_params = optax.apply_updates(params, updates)
-  ok = jnp.isfinite(loss) & _all_finite(grads) & (denom > 0)
+  ok = jnp.isfinite(loss) & _all_finite(grads) & _all_finite(updates) & (denom > 0)
   keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
   metrics = {**metrics, "loss": jnp.where(jnp.isfinite(loss), loss, 0.0),
-             "grad_norm": jnp.where(ok, optax.global_norm(grads), 0.0),
-             "update_norm": jnp.where(ok, optax.global_norm(updates), 0.0),
+             "grad_norm": jnp.where(ok, optax.tree.norm(grads), 0.0),
+             "update_norm": jnp.where(ok, optax.tree.norm(updates), 0.0),
              "skipped": (~ok & (denom > 0)).astype(jnp.int32)}
   return keep(new_params, params), keep(new_opt, opt_state), metrics
 

@@ -1,0 +1,31 @@
+"""A tiny co-evolution config for tests: the smoke variant with even smaller models and warm start."""
+
+import ml_collections
+
+from configs.default import get_config
+
+
+def tiny_config(**overrides) -> ml_collections.ConfigDict:
+  c = get_config("smoke")
+  for model in (c.agent.model, c.env.model):
+    model.hidden_size, model.intermediate_size, model.num_layers = 32, 64, 1
+    model.num_heads, model.num_kv_heads, model.head_dim = 2, 1, 16
+  c.warm_start.agent_steps = 3
+  c.warm_start.env_steps = 3
+  c.warm_start.batch_size = 16
+  c.domain.num_seeds = 64
+  c.domain.num_heldout = 16
+  c.env.num_seeds = 8
+  c.pools.num_replay = 8
+  c.agent.grpo.group_size = 4
+  c.total_steps = 3
+  c.eval_every = 100
+  c.checkpoint_every = 100
+  with c.unlocked():
+    for key, value in overrides.items():
+      node = c
+      *parents, leaf = key.split(".")
+      for part in parents:
+        node = node[part]
+      node[leaf] = value
+  return c

@@ -1,0 +1,146 @@
+"""The jitted co-evolution step: one compilation, sharded == unsharded, host == JAX verifier, malformed env output."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from coevolution_configs import tiny_config
+from genenv_jax import sampling
+from genenv_jax.build import build
+from genenv_jax.coevolution import Coevolution
+
+
+def run_steps(config, num_steps, devices=None, coevolution_cls=None):
+  run, state = build(config, devices=devices)
+  co = run.coevolution
+  if coevolution_cls is not None:
+    co = coevolution_cls(co.agent_graphdef, co.env_graphdef, co.domain, co.agent_optimizer, co.env_optimizer,
+                         co.settings)
+  step = co.jit_step(run.state_shardings)
+  history = []
+  with jax.set_mesh(run.mesh):
+    for _ in range(num_steps):
+      state, metrics = step(state)
+      history.append(jax.device_get(metrics))
+  return run, state, history, step
+
+
+def scalar_metrics(history):
+  return [{k: float(v) for k, v in m.items() if np.ndim(v) == 0} for m in history]
+
+
+# Adam's eps is raised in these runs: with eps = 1e-8, parameters whose gradients are ~1e-9 get sign-like updates, so
+# last-bit differences between shardings' reduction orders become lr-sized parameter differences.
+COMPARABLE = {"agent.optimizer.eps": 1e-3, "env.optimizer.eps": 1e-3}
+
+
+@pytest.fixture(scope="module")
+def one_device():
+  return run_steps(tiny_config(**COMPARABLE), 3, devices=jax.devices()[:1])
+
+
+@pytest.fixture(scope="module")
+def mesh_222():
+  return run_steps(tiny_config(**COMPARABLE, mesh=dict(data=2, fsdp=2, tensor=2)), 3)
+
+
+def test_step_compiles_once_and_updates_everything(one_device):
+  run, state, history, step = one_device
+  assert step._cache_size() == 1
+  assert int(state.step) == 3
+  m = history[-1]
+  for tag in ("agent/reward_mean", "agent/kl", "agent/clip_frac", "agent/zero_std_frac", "agent/entropy",
+              "agent/grad_norm", "env/p_hat_mean", "env/band_frac", "env/invalid_frac", "env/r_env_mean",
+              "env/difficulty_mean", "env/nll", "env/kl", "env/update_kl", "env/cap_scale", "pool/train_size"):
+    assert tag in m and np.isfinite(m[tag]), tag
+  # parameters moved away from the (frozen) references
+  delta = jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), state.agent, state.agent_ref)
+  assert max(jax.tree.leaves(delta)) > 0
+  assert int(state.train_pool.valid.sum()) >= 64  # the seeds stay
+
+
+@pytest.mark.parametrize("mesh", ["8x1x1", "2x2x2"])
+def test_sharded_step_matches_one_device(mesh, one_device, mesh_222):
+  _, ref_state, ref_history, _ = one_device
+  if mesh == "2x2x2":
+    _, state, history, step = mesh_222
+  else:
+    _, state, history, step = run_steps(tiny_config(**COMPARABLE, mesh=dict(data=8, fsdp=1, tensor=1)), 3)
+  assert step._cache_size() == 1
+  for ours, ref in zip(scalar_metrics(history), scalar_metrics(ref_history)):
+    for key, value in ref.items():
+      np.testing.assert_allclose(ours[key], value, rtol=1e-3, atol=1e-4, err_msg=key)
+  for name in ("agent", "env"):
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5),
+                 getattr(state, name), getattr(ref_state, name))
+
+
+def test_host_verifier_on_a_mesh_gives_identical_rewards_inside_the_step(mesh_222):
+  """The host-Python twin, entered through pure_callback in shard_map over all 8 devices, equals the JAX verifier."""
+  _, _, jax_history, _ = mesh_222
+  config = tiny_config(**COMPARABLE, mesh=dict(data=2, fsdp=2, tensor=2), **{"domain.verifier": "host"})
+  _, _, host_history, _ = run_steps(config, 3)
+  for key in ("agent/reward_mean", "agent/success_frac", "env/p_hat_mean", "env/invalid_frac",
+              "env/difficulty_mean", "replay/p_hat_mean"):
+    assert [float(m[key]) for m in host_history] == [float(m[key]) for m in jax_history], key
+
+
+class MalformedEnv(Coevolution):
+  """The env's samples replaced by malformed outputs: random ids, empty (EOS first), no EOS (overflow)."""
+
+  def generate_tasks(self, env_params, seeds, key):
+    prompts, out, _ = super().generate_tasks(env_params, seeds, key)
+    n, length = out.tokens.shape
+    eos = self.settings.env_sampling.eos_ids[0]
+    random_ids = jax.random.randint(jax.random.key(7), (n, length), 0, 512)
+    kind = jnp.arange(n) % 3
+    tokens = jnp.where((kind == 0)[:, None], random_ids, jnp.where((kind == 1)[:, None], eos, 5))
+    tokens = jnp.where((kind == 0)[:, None] & (tokens == eos), 4, tokens)  # random rows never stop
+    mask = jnp.where((kind == 1)[:, None], (jnp.arange(length) == 0)[None, :], True).astype(jnp.int32)
+    out = sampling.SampleOutput(tokens.astype(jnp.int32), out.logprobs, mask)
+    return prompts, out, self.domain.parse_env_output(out.tokens, out.mask)
+
+
+def test_malformed_env_output_is_counted_and_never_crashes():
+  _, state, history, _ = run_steps(tiny_config(), 2, devices=jax.devices()[:1], coevolution_cls=MalformedEnv)
+  for m in history:
+    assert float(m["env/invalid_frac"]) == 1.0
+    assert float(m["env/band_frac"]) == 0.0
+    assert np.isfinite(float(m["agent/loss"]))
+  assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(state.agent) + jax.tree.leaves(state.env))
+  # nothing invalid joined the pools: only the seeds
+  assert int(state.train_pool.valid.sum()) == 64 and int(state.env_pool.valid.sum()) == 64
+
+
+def test_non_finite_update_is_skipped_and_counted():
+  config = tiny_config(**{"agent.optimizer.lr": float("nan")})
+  _, state, history, _ = run_steps(config, 2, devices=jax.devices()[:1])
+  assert int(state.skipped_agent) == 2 * config.agent.grpo.minibatches
+  ref = build(config, devices=jax.devices()[:1])[1]
+  jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), state.agent, ref.agent)
+
+
+@pytest.mark.parametrize("overrides", [{"mode": "grpo"}, {"env.train": False}, {"env.objective": "pg",
+                                                                                "env.samples_per_seed": 2,
+                                                                                "env.num_seeds": 4}],
+                         ids=["grpo", "random", "pg"])
+def test_ablations_run(overrides):
+  _, state, history, _ = run_steps(tiny_config(**overrides), 2, devices=jax.devices()[:1])
+  assert int(state.step) == 2
+  if overrides.get("mode") == "grpo":
+    assert "env/p_hat_mean" not in history[-1]
+  if overrides.get("env.train") is False:
+    ref = build(tiny_config(**overrides), devices=jax.devices()[:1])[1]
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), state.env, ref.env)
+  if overrides.get("env.objective") == "pg":
+    assert np.isfinite(float(history[-1]["env/loss"]))
+
+
+def test_bad_settings_are_rejected():
+  with pytest.raises(ValueError, match="mode 'nonsense'"):
+    build(tiny_config(mode="nonsense"), devices=jax.devices()[:1])
+  with pytest.raises(ValueError, match="env_samples_per_seed >= 2"):
+    build(tiny_config(**{"env.objective": "pg"}), devices=jax.devices()[:1])

@@ -1,0 +1,134 @@
+"""The run around the step: exact resume, SIGTERM checkpointing, the CLI, TensorBoard tags, summary.json."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from coevolution_configs import tiny_config
+from genenv_jax.build import build
+from genenv_jax.checkpointing import Checkpointer
+from genenv_jax.metrics import read_tags
+from genenv_jax.train import train
+
+PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def final_state(workdir, config):
+  _, target = build(config)
+  state, _ = Checkpointer(os.path.join(workdir, "checkpoints"), save_every=1).restore(None, target)
+  return state
+
+
+def assert_states_equal(a, b):
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_resume_gives_the_same_final_state_as_a_straight_run(tmp_path):
+  quiet = lambda *_: None  # noqa: E731
+  straight = tiny_config(total_steps=4, checkpoint_every=2)
+  train(straight, str(tmp_path / "straight"), log=quiet)
+  train(tiny_config(total_steps=2, checkpoint_every=2), str(tmp_path / "resumed"), log=quiet)
+  summary = train(tiny_config(total_steps=4, checkpoint_every=2), str(tmp_path / "resumed"), log=quiet)
+  assert summary["final_step"] == 4
+  assert [r["step"] for r in summary["steps"]] == [1, 2, 3, 4]
+  assert_states_equal(final_state(tmp_path / "straight", straight), final_state(tmp_path / "resumed", straight))
+
+
+def run_cli(workdir, *overrides, timeout=600, **popen):
+  cmd = [sys.executable, "-m", "genenv_jax.main", "--config=configs/default.py:smoke", f"--workdir={workdir}",
+         "--config.agent.model.hidden_size=32", "--config.agent.model.head_dim=16", "--config.agent.model.num_layers=1",
+         "--config.env.model.hidden_size=32", "--config.env.model.head_dim=16", "--config.env.model.num_layers=1",
+         "--config.warm_start.agent_steps=2", "--config.warm_start.env_steps=2", *overrides]
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+  return subprocess.Popen(cmd, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          **popen)
+
+
+def test_cli_smoke_run_writes_events_checkpoint_and_summary(tmp_path):
+  proc = run_cli(tmp_path, "--config.total_steps=3", "--config.checkpoint_every=3", "--config.eval_every=3")
+  out, _ = proc.communicate(timeout=600)
+  assert proc.returncode == 0, out[-3000:]
+  assert "held-out accuracy" in out and "ETA" in out
+  tags = read_tags(str(tmp_path / "tensorboard"))
+  for tag in ("agent/reward_mean", "agent/accuracy", "env/p_hat_mean", "env/p_hat_0_or_1_frac", "env/r_env_mean",
+              "env/band_frac", "env/invalid_frac", "env/difficulty_mean", "agent/kl", "agent/clip_frac",
+              "agent/adv_mean", "agent/zero_std_frac", "agent/entropy", "env/loss", "env/kl", "agent/grad_norm",
+              "env/grad_norm", "perf/step_time_s", "perf/agent_tokens_per_s", "eval/accuracy"):
+    assert tag in tags["scalars"], tag
+  assert "examples/tasks_and_rollouts" in tags["text"]
+  assert Checkpointer(tmp_path / "checkpoints", save_every=1).latest_step() == 3
+  summary = json.loads((tmp_path / "summary.json").read_text())
+  if any(r["invalid_frac"] < 1 for r in summary["steps"]):  # histograms are over valid generated tasks only
+    assert {"hist/p_hat", "hist/difficulty"} <= set(tags["histograms"])
+  assert summary["config"]["total_steps"] == 3 and summary["wall_time_s"] > 0
+  assert {"p_hat_mean", "band_frac", "invalid_frac", "difficulty_mean", "agent_reward"} <= set(summary["steps"][-1])
+  assert "by_difficulty" in summary["evals"][-1]
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+  proc = run_cli(tmp_path, "--config.total_steps=1000", "--config.checkpoint_every=1000")
+  deadline = time.time() + 600
+  summary_path = tmp_path / "summary.json"
+  while time.time() < deadline and proc.poll() is None:
+    if summary_path.exists() and json.loads(summary_path.read_text())["steps"]:
+      break
+    time.sleep(0.5)
+  assert proc.poll() is None, proc.communicate()[0][-3000:]
+  proc.send_signal(signal.SIGTERM)
+  out, _ = proc.communicate(timeout=300)
+  assert proc.returncode == 0, out[-3000:]
+  assert "preemption signal" in out
+  step = Checkpointer(tmp_path / "checkpoints", save_every=1).latest_step()
+  assert step is not None and 1 <= step < 1000
+
+
+def test_unknown_config_key_fails_before_any_work(tmp_path):
+  proc = run_cli(tmp_path, "--config.agent.optimiser.lr=1e-3")
+  out, _ = proc.communicate(timeout=120)
+  assert proc.returncode != 0 and "optimiser" in out
+  assert not (tmp_path / "checkpoints").exists()
+
+
+def test_wrong_type_fails_before_any_work(tmp_path):
+  proc = run_cli(tmp_path, "--config.total_steps=many")
+  out, _ = proc.communicate(timeout=120)
+  assert proc.returncode != 0 and "total_steps" in out
+  assert not (tmp_path / "checkpoints").exists()
+
+
+def test_unknown_variant_is_a_clear_error():
+  from configs.default import get_config
+  with pytest.raises(ValueError, match="unknown variant 'fast'"):
+    get_config("fast")
+
+
+def test_step_logging_writes_histograms_and_examples(tmp_path):
+  from genenv_jax.metrics import MetricsWriter, read_tensors
+  from genenv_jax.tokenizer import load_tokenizer
+  from genenv_jax.train import _log_step
+
+  class FakeRun:
+    tokenizer = load_tokenizer()
+
+  tok = FakeRun.tokenizer
+  metrics = {"agent/reward_mean": np.float32(0.5), "agent/tokens": np.float32(100.0),
+             "hist/p_hat": np.asarray([0.5, 0.25, -1.0]), "hist/difficulty": np.asarray([2.0, 3.0, -1.0]),
+             "examples/env_tokens": np.asarray([tok.encode("3+4")]),
+             "examples/agent_tokens": np.asarray([tok.encode("7")])}
+  with MetricsWriter(str(tmp_path)) as writer:
+    _log_step(writer, FakeRun(), 5, metrics, step_time=2.0)
+  tags = read_tags(str(tmp_path))
+  assert {"hist/p_hat", "hist/difficulty"} <= set(tags["histograms"])
+  assert "perf/agent_tokens_per_s" in tags["scalars"]
+  text = read_tensors(str(tmp_path), "text")["examples/tasks_and_rollouts"][0][1]
+  assert "3+4" in str(text) and "7" in str(text)
+  counts = read_tensors(str(tmp_path), "histograms")["hist/p_hat"][0][1]
+  assert np.asarray(counts)[:, 2].sum() == 2  # the invalid task (-1) is left out

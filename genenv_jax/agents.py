@@ -222,12 +222,14 @@ def load_model(model_dir: str | pathlib.Path, dtype: str = "float32", mesh: jax.
   return load_hf(directory, dtype=dtype, mesh=mesh)
 
 
-def load_workdir(workdir: str | pathlib.Path) -> tuple[Transformer, Tokenizer, int]:
-  """The agent of a training run at its latest checkpoint, with the run's tokenizer; also returns the step.
+def load_workdir(workdir: str | pathlib.Path, which: str = "agent") -> tuple[Transformer, Tokenizer, int]:
+  """The agent (or env) of a training run at its latest checkpoint, with the run's tokenizer; also the step.
 
   The run is rebuilt from WORKDIR/summary.json's config (`genenv_jax.build.build`) and its whole state restored from
-  WORKDIR/checkpoints with `Checkpointer`; only the agent's parameters are kept.
+  WORKDIR/checkpoints with `Checkpointer`; only the chosen model's parameters are kept.
   """
+  if which not in ("agent", "env"):
+    raise ValueError(f"which must be 'agent' or 'env', got {which!r}")
   import ml_collections  # pylint: disable=import-outside-toplevel
 
   from genenv_jax.build import build  # pylint: disable=import-outside-toplevel
@@ -251,4 +253,5 @@ def load_workdir(workdir: str | pathlib.Path) -> tuple[Transformer, Tokenizer, i
     state, _ = checkpointer.restore(step, abstract_of(state))
   finally:
     checkpointer.close()
-  return nnx.merge(run.coevolution.agent_graphdef, state.agent), run.tokenizer, int(step)
+  graphdef = run.coevolution.agent_graphdef if which == "agent" else run.coevolution.env_graphdef
+  return nnx.merge(graphdef, getattr(state, which)), run.tokenizer, int(step)

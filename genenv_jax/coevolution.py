@@ -261,7 +261,6 @@ class Coevolution:
                                                         agent_out, rewards, tasks.valid)
     metrics.update({f"agent/{k}": v for k, v in agent_metrics.items()})
     valid_f = tasks.valid.astype(jnp.float32)
-    success = (rewards >= s.success_threshold).astype(jnp.float32)
     metrics.update({
         "agent/reward_mean": (rewards.mean(-1) * valid_f).sum() / jnp.maximum(valid_f.sum(), 1.0),
         "agent/accuracy": cur["p_hat_mean"],
@@ -302,7 +301,6 @@ class Coevolution:
                                       mask=replay_rows["valid"], order_ids=replay_rows["order"])
       metrics["replay/p_hat_mean"] = grpo.masked_mean(replay_p_hat, replay_rows["valid"])
       metrics["replay/difficulty_mean"] = grpo.masked_mean(replay_rows["difficulty"], replay_rows["valid"])
-    metrics["agent/success_frac"] = grpo.masked_mean(success.mean(-1), tasks.valid)
     metrics.update({f"pool/train_{k}": v for k, v in pools.pool_stats(train_pool, state.step).items()})
     metrics.update({f"pool/env_{k}": v for k, v in pools.pool_stats(env_pool, state.step).items()})
     metrics["counters/skipped_agent"] = state.skipped_agent + agent_metrics["skipped"]

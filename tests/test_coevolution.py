@@ -83,7 +83,7 @@ def test_host_verifier_on_a_mesh_gives_identical_rewards_inside_the_step(mesh_22
   _, _, jax_history, _ = mesh_222
   config = tiny_config(**COMPARABLE, mesh=dict(data=2, fsdp=2, tensor=2), **{"domain.verifier": "host"})
   _, _, host_history, _ = run_steps(config, 3)
-  for key in ("agent/reward_mean", "agent/success_frac", "env/p_hat_mean", "env/invalid_frac",
+  for key in ("agent/reward_mean", "agent/accuracy", "env/p_hat_mean", "env/invalid_frac",
               "env/difficulty_mean", "replay/p_hat_mean"):
     assert [float(m[key]) for m in host_history] == [float(m[key]) for m in jax_history], key
 
@@ -116,7 +116,7 @@ def test_malformed_env_output_is_counted_and_never_crashes():
 
 
 def test_non_finite_update_is_skipped_and_counted():
-  config = tiny_config(**{"agent.optimizer.lr": float("nan")})
+  config = tiny_config(mode="grpo", **{"agent.optimizer.lr": float("nan")})  # replayed seeds: every mini-batch learns
   _, state, history, _ = run_steps(config, 2, devices=jax.devices()[:1])
   assert int(state.skipped_agent) == 2 * config.agent.grpo.minibatches
   ref = build(config, devices=jax.devices()[:1])[1]

@@ -31,15 +31,44 @@ def assert_states_equal(a, b):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-def test_resume_gives_the_same_final_state_as_a_straight_run(tmp_path):
-  quiet = lambda *_: None  # noqa: E731
-  straight = tiny_config(total_steps=4, checkpoint_every=2)
-  train(straight, str(tmp_path / "straight"), log=quiet)
+def quiet(*_):
+  pass
+
+
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory):
+  config = tiny_config(total_steps=4, checkpoint_every=2)
+  workdir = tmp_path_factory.mktemp("straight")
+  train(config, str(workdir), log=quiet)
+  return config, workdir
+
+
+def test_resume_gives_the_same_final_state_as_a_straight_run(tmp_path, straight_run):
+  config, straight = straight_run
   train(tiny_config(total_steps=2, checkpoint_every=2), str(tmp_path / "resumed"), log=quiet)
   summary = train(tiny_config(total_steps=4, checkpoint_every=2), str(tmp_path / "resumed"), log=quiet)
   assert summary["final_step"] == 4
   assert [r["step"] for r in summary["steps"]] == [1, 2, 3, 4]
-  assert_states_equal(final_state(tmp_path / "straight", straight), final_state(tmp_path / "resumed", straight))
+  assert_states_equal(final_state(straight, config), final_state(tmp_path / "resumed", config))
+
+
+def test_export_of_a_trained_agent_loads_in_transformers(tmp_path, straight_run):
+  torch = pytest.importorskip("torch")
+  transformers = pytest.importorskip("transformers")
+  import genenv_jax as gj
+  from genenv_jax.agents import load_workdir
+  from genenv_jax.export import main as export_main
+  _, workdir = straight_run
+  assert export_main(["--workdir", str(workdir), "--out", str(tmp_path / "hf")]) == 0
+  assert (tmp_path / "hf" / "arith_spm.model").exists()
+  model, _, step = load_workdir(workdir)
+  assert step == 4
+  reference = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+  ids = np.random.RandomState(0).randint(3, 500, size=(2, 7))
+  with torch.no_grad():
+    expected = reference(input_ids=torch.as_tensor(ids)).logits.numpy()
+  np.testing.assert_allclose(np.asarray(gj.forward(model, ids)), expected, atol=1e-4)
+  assert export_main(["--workdir", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
 
 
 def run_cli(workdir, *overrides, timeout=600, **popen):

@@ -74,7 +74,13 @@ def sample_token(logits: jax.Array, key: jax.Array, params: SamplingParams) -> t
     token = jnp.argmax(logits, axis=-1)
     return token.astype(jnp.int32), jnp.take_along_axis(jax.nn.log_softmax(logits), token[:, None], -1)[:, 0]
   scaled = logits / params.temperature
-  token = jax.random.categorical(key, filter_logits(scaled, params.top_k, params.top_p), axis=-1)
+  if params.top_k > 0:
+    # Sample among the k largest only (then top-p within them): no pass over the full vocabulary beyond top_k.
+    values, indices = jax.lax.top_k(scaled, min(params.top_k, scaled.shape[-1]))
+    choice = jax.random.categorical(key, filter_logits(values, 0, params.top_p), axis=-1)
+    token = jnp.take_along_axis(indices, choice[:, None], -1)[:, 0]
+  else:
+    token = jax.random.categorical(key, filter_logits(scaled, 0, params.top_p), axis=-1)
   return token.astype(jnp.int32), jnp.take_along_axis(jax.nn.log_softmax(scaled), token[:, None], -1)[:, 0]
 
 

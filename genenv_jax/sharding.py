@@ -34,7 +34,6 @@ DEFAULT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("head_dim", ()),
     ("norm", ()),
     ("length", ()),
-    ("cache_length", ()),
 )
 
 

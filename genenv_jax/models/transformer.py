@@ -9,7 +9,7 @@ RoPE (Su et al. 2021) uses the "rotate half" layout of transformers' Llama/Qwen2
 Batches are left-padded. `attention_mask[b, t]` marks real tokens; the position of a real token is the number of real
 tokens before it in its row, so a left-padded row gets the same positions as the unpadded one.
 
-The KV cache is a dict of arrays: per layer `k`, `v` of shape [B, S, num_kv_heads, head_dim], `mask` [B, S] (which
+The KV cache is a dict of arrays: per layer `k`, `v` of shape [B, num_kv_heads, S, head_dim], `mask` [B, S] (which
 slots hold real tokens) and `index` (the next slot to write, the same for all rows). Every parameter is an nnx.Param
 with `logical_axes` metadata; genenv_jax.sharding maps those onto the mesh.
 """
@@ -111,28 +111,31 @@ class Attention(nnx.Module):
     k = apply_rope(k, positions, inv_freq)
     q = constrain(q, ("batch", "length", "q_heads", "head_dim"))
 
+    # keys and values are laid out [B, kv_heads, S, head_dim], the cache's own layout, so a decode step reads the
+    # cache in place instead of transposing all of it.
     t = x.shape[1]
+    k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
     if layer_cache is None:
       keys, values = k, v
       query_slots = jnp.arange(t)
       key_slots = jnp.arange(t)
     else:
-      keys = jax.lax.dynamic_update_slice_in_dim(layer_cache["k"], k.astype(layer_cache["k"].dtype), cache_index, 1)
-      values = jax.lax.dynamic_update_slice_in_dim(layer_cache["v"], v.astype(layer_cache["v"].dtype), cache_index, 1)
+      keys = jax.lax.dynamic_update_slice_in_dim(layer_cache["k"], k.astype(layer_cache["k"].dtype), cache_index, 2)
+      values = jax.lax.dynamic_update_slice_in_dim(layer_cache["v"], v.astype(layer_cache["v"].dtype), cache_index, 2)
       layer_cache = {"k": keys, "v": values}
       query_slots = cache_index + jnp.arange(t)
-      key_slots = jnp.arange(keys.shape[1])
+      key_slots = jnp.arange(keys.shape[2])
       keys, values = keys.astype(dt), values.astype(dt)
 
-    b, s = keys.shape[0], keys.shape[1]
+    b = keys.shape[0]
     group = cfg.num_heads // cfg.num_kv_heads
     qg = q.reshape(b, t, cfg.num_kv_heads, group, cfg.head_dim)
-    scores = jnp.einsum("btkgd,bskd->bkgts", qg, keys).astype(jnp.float32) / math.sqrt(cfg.head_dim)
+    scores = jnp.einsum("btkgd,bksd->bkgts", qg, keys).astype(jnp.float32) / math.sqrt(cfg.head_dim)
     allowed = (key_slots[None, None, :] <= query_slots[None, :, None]) & key_mask[:, None, :].astype(bool)  # [B,T,S]
     scores = jnp.where(allowed[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(dt)
-    out = jnp.einsum("bkgts,bskd->btkgd", probs, values).reshape(b, t, cfg.num_heads, cfg.head_dim)
-    return jnp.einsum("bthd,hde->bte", out, self.o_proj[...].astype(dt)), layer_cache
+    out = jnp.einsum("bkgts,bksd->btkgd", probs, values).reshape(b, t, cfg.num_heads * cfg.head_dim)
+    return out @ self.o_proj[...].astype(dt).reshape(cfg.num_heads * cfg.head_dim, cfg.hidden_size), layer_cache
 
 
 class MLP(nnx.Module):
@@ -231,12 +234,10 @@ class Transformer(nnx.Module):
 def init_cache(config: ModelConfig, batch_size: int, max_length: int, dtype: Any = None) -> Cache:
   """An empty cache of `max_length` slots (k/v in the compute dtype unless given)."""
   dtype = to_dtype(config.dtype) if dtype is None else dtype
-  shape = (batch_size, max_length, config.num_kv_heads, config.head_dim)
+  shape = (batch_size, config.num_kv_heads, max_length, config.head_dim)
   return {
       "layers": [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(config.num_layers)],
       "mask": jnp.zeros((batch_size, max_length), bool),
       "index": jnp.zeros((), jnp.int32),
   }
 
-
-CACHE_LOGICAL_AXES = ("batch", "cache_length", "kv_heads", "head_dim")

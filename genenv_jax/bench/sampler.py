@@ -1,0 +1,232 @@
+"""Decode throughput of `genenv_jax.generate` against transformers' `generate` (PyTorch, CPU) on tiny random models.
+
+Both frameworks run the same random Llama checkpoint (built with torch, saved with `save_pretrained`, loaded here by
+`gj.load_hf`) on the same prompts: greedy, KV cache, no EOS, exactly `--new-tokens` new tokens per row. A timed call
+is one whole `generate` (prefill of `--prompt-len` tokens plus the decode); tokens/s = batch * new tokens / seconds.
+Each side gets one warm-up call first (for JAX it compiles; its wall time minus the best timed call is reported as
+compile time), then `--repeats` timed calls, of which the best and the median are kept. The ratio is ours over
+transformers, from the best calls. A decode-only rate is also reported: the best whole call minus the best call that
+generates one token (prefill plus one step), over batch * (new tokens - 1). Greedy tokens of the two are compared
+position by position (float differences can make long greedy runs diverge; the fraction agreeing is reported).
+
+On a small shared CPU, torch's intra-op threads can be far slower than one thread when other processes hold cores;
+--torch-threads 1 gives the single-thread baseline.
+
+Usage:  python -m genenv_jax.bench.sampler [--configs 1m,8m] [--batch-sizes 8,64] [--new-tokens 64]
+                                          [--prompt-len 32] [--repeats 3] [--torch-threads N] [--quick]
+Prints a table, then one line `JSON: {...}` with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import tempfile
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+  """A Llama shape (untied embeddings, float32)."""
+
+  hidden_size: int
+  num_layers: int
+  num_heads: int
+  num_kv_heads: int
+  intermediate_size: int
+  vocab_size: int
+
+
+MODEL_SPECS = {
+    "1m": ModelSpec(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=512,
+                    vocab_size=2048),
+    "8m": ModelSpec(hidden_size=256, num_layers=4, num_heads=8, num_kv_heads=8, intermediate_size=1024,
+                    vocab_size=8192),
+    "tiny": ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64,
+                      vocab_size=128),
+}
+QUICK = dict(configs=("tiny",), batch_sizes=(2,), new_tokens=4, prompt_len=8, repeats=1)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+  """Flags; --quick replaces the sizes with tiny ones (the smoke test's mode)."""
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--configs", default="1m,8m", help=f"comma-separated, from {sorted(MODEL_SPECS)}")
+  p.add_argument("--batch-sizes", default="8,64", help="comma-separated batch sizes")
+  p.add_argument("--new-tokens", type=int, default=64, help="tokens generated per row")
+  p.add_argument("--prompt-len", type=int, default=32, help="prompt tokens per row (no padding)")
+  p.add_argument("--repeats", type=int, default=3, help="timed calls per measurement, after one warm-up")
+  p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads (0: the CPU core count)")
+  p.add_argument("--quick", action="store_true", help="tiny model, batch 2, 4 new tokens, 1 repeat (the smoke test)")
+  args = p.parse_args(argv)
+  args.configs = tuple(c.strip() for c in args.configs.split(",") if c.strip())
+  args.batch_sizes = tuple(int(b) for b in args.batch_sizes.split(",") if b.strip())
+  if args.quick:
+    for name, value in QUICK.items():
+      setattr(args, name, value)
+  unknown = [c for c in args.configs if c not in MODEL_SPECS]
+  if unknown:
+    p.error(f"unknown configs {unknown}; choose from {sorted(MODEL_SPECS)}")
+  if args.new_tokens <= 0 or args.prompt_len <= 0 or args.repeats <= 0 or not args.batch_sizes:
+    p.error("--new-tokens, --prompt-len, --repeats and --batch-sizes must be positive")
+  return args
+
+
+def build_torch_model(spec: ModelSpec, max_positions: int, seed: int) -> Any:
+  """A random-weight transformers LlamaForCausalLM (its own initializer, seeded), in eval mode."""
+  import torch
+  import transformers
+  config = transformers.LlamaConfig(
+      vocab_size=spec.vocab_size, hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
+      num_hidden_layers=spec.num_layers, num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads,
+      max_position_embeddings=max_positions, tie_word_embeddings=False, rms_norm_eps=1e-6, bos_token_id=1,
+      eos_token_id=None, pad_token_id=0, dtype="float32")
+  torch.manual_seed(seed)
+  return transformers.LlamaForCausalLM(config).eval()
+
+
+def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float], Any]:
+  """(warm-up seconds, timed seconds per repeat, last result); fn must block until its result is ready."""
+  start = time.perf_counter()
+  result = fn()
+  warmup = time.perf_counter() - start
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    result = fn()
+    times.append(time.perf_counter() - start)
+  return warmup, times, result
+
+
+def rates(prefix: str, tokens: int, ours_s: Sequence[float], hf_s: Sequence[float]) -> dict[str, float | None]:
+  """tokens/s of each side (best and median call) and their ratios; None where a time is not positive."""
+  def rate(seconds: float) -> float | None:
+    return tokens / seconds if seconds > 0 else None
+
+  def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b is not None else None
+
+  out = {f"{prefix}ours_tok_s": rate(min(ours_s)), f"{prefix}ours_tok_s_median": rate(statistics.median(ours_s)),
+         f"{prefix}hf_tok_s": rate(min(hf_s)), f"{prefix}hf_tok_s_median": rate(statistics.median(hf_s))}
+  out[f"{prefix}ratio"] = ratio(out[f"{prefix}ours_tok_s"], out[f"{prefix}hf_tok_s"])
+  out[f"{prefix}ratio_median"] = ratio(out[f"{prefix}ours_tok_s_median"], out[f"{prefix}hf_tok_s_median"])
+  return out
+
+
+def agreement(ours: np.ndarray, theirs: np.ndarray) -> dict[str, float]:
+  """Fraction of equal token positions, of fully equal rows, and mean common-prefix length over N."""
+  equal = ours == theirs
+  prefix = np.where(equal.all(1), equal.shape[1], np.argmin(equal, axis=1))
+  return {"token_fraction": float(equal.mean()), "row_fraction": float(equal.all(1).mean()),
+          "prefix_fraction": float(prefix.mean() / equal.shape[1])}
+
+
+def bench_one(name: str, spec: ModelSpec, args: argparse.Namespace) -> list[dict[str, Any]]:
+  """Every batch size for one model config; the checkpoint lives in a temp dir for the duration."""
+  import jax
+  import torch
+
+  import genenv_jax as gj
+
+  rows = []
+  with tempfile.TemporaryDirectory(prefix=f"bench_sampler_{name}_") as tmp:
+    hf_model = build_torch_model(spec, max_positions=max(256, 2 * (args.prompt_len + args.new_tokens)),
+                                 seed=args.seed)
+    n_params = sum(p.numel() for p in hf_model.parameters())
+    hf_model.save_pretrained(tmp)
+    model = gj.load_hf(tmp)
+    rng = np.random.RandomState(args.seed)
+    for batch in args.batch_sizes:
+      ids = rng.randint(3, spec.vocab_size, size=(batch, args.prompt_len)).astype(np.int32)
+      mask = np.ones_like(ids)
+      n = args.new_tokens
+
+      def ours(steps: int) -> np.ndarray:
+        out = gj.generate(model, ids, mask, max_new_tokens=steps, temperature=0.0, eos_ids=(),
+                          key=jax.random.key(0))
+        return np.asarray(jax.block_until_ready(out).tokens)
+
+      ids_t, mask_t = torch.as_tensor(ids, dtype=torch.long), torch.as_tensor(mask, dtype=torch.long)
+
+      def theirs(steps: int) -> np.ndarray:
+        with torch.inference_mode():
+          out = hf_model.generate(input_ids=ids_t, attention_mask=mask_t, max_new_tokens=steps,
+                                  min_new_tokens=steps, do_sample=False, use_cache=True, eos_token_id=None,
+                                  pad_token_id=0)
+        return out[:, ids.shape[1]:].numpy()
+
+      ours_warm, ours_times, ours_tokens = timed(lambda: ours(n), args.repeats)
+      hf_warm, hf_times, hf_tokens = timed(lambda: theirs(n), args.repeats)
+      row = {"config": name, "params": int(n_params), "batch": batch, "prompt_len": args.prompt_len,
+             "new_tokens": n, "ours_s": ours_times, "hf_s": hf_times, "ours_warmup_s": ours_warm,
+             "hf_warmup_s": hf_warm, "ours_compile_s": max(ours_warm - min(ours_times), 0.0)}
+      row.update(rates("", batch * n, ours_times, hf_times))
+      if n > 1:  # decode only: minus a prefill-plus-one-token call, (N - 1) tokens per row
+        _, ours_first, _ = timed(lambda: ours(1), args.repeats)
+        _, hf_first, _ = timed(lambda: theirs(1), args.repeats)
+        row.update(ours_first_token_s=min(ours_first), hf_first_token_s=min(hf_first))
+        row.update(rates("decode_", batch * (n - 1), [t - min(ours_first) for t in ours_times],
+                         [t - min(hf_first) for t in hf_times]))
+      row["agreement"] = agreement(ours_tokens, hf_tokens)
+      rows.append(row)
+    del model
+  return rows
+
+
+def _num(value: float | None, spec: str, suffix: str = "") -> str:
+  return "n/a" if value is None else format(value, spec) + suffix
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+  """One line per (config, batch): whole-generate and decode-only tokens/s, ratios, compile time, agreement."""
+  header = (f"{'config':<6} {'params':>10} {'batch':>5} | {'ours tok/s':>10} {'hf tok/s':>9} {'ratio':>7} "
+            f"{'(median)':>8} | {'decode: ours':>12} {'hf':>7} {'ratio':>7} | {'compile s':>9} | tokens agree")
+  lines = [header, "-" * len(header)]
+  for r in rows:
+    a = r["agreement"]
+    agree = "yes" if a["token_fraction"] == 1.0 else (
+        f"no ({a['token_fraction']:.1%} of tokens, {a['row_fraction']:.0%} of rows, prefix {a['prefix_fraction']:.0%})")
+    lines.append(
+        f"{r['config']:<6} {r['params']:>10,} {r['batch']:>5} | {_num(r['ours_tok_s'], '.0f'):>10} "
+        f"{_num(r['hf_tok_s'], '.0f'):>9} {_num(r['ratio'], '.2f', 'x'):>7} {_num(r['ratio_median'], '.2f', 'x'):>8} | "
+        f"{_num(r.get('decode_ours_tok_s'), '.0f'):>12} {_num(r.get('decode_hf_tok_s'), '.0f'):>7} "
+        f"{_num(r.get('decode_ratio'), '.2f', 'x'):>7} | {r['ours_compile_s']:>9.2f} | {agree}")
+  return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+  """Runs the benchmark, prints the table and a final `JSON: ...` line, and returns that JSON's dict."""
+  args = parse_args(argv)
+  import jax
+  import torch
+  import transformers
+  transformers.utils.logging.disable_progress_bar()
+  threads = args.torch_threads or os.cpu_count() or 1
+  torch.set_num_threads(threads)
+  rows = []
+  for name in args.configs:
+    rows.extend(bench_one(name, MODEL_SPECS[name], args))
+  print(f"genenv_jax.generate vs transformers.generate (greedy, KV cache, float32), prompt {args.prompt_len}, "
+        f"{args.new_tokens} new tokens, best of {args.repeats} calls; jax {jax.__version__} on "
+        f"{jax.devices()[0].platform}, torch {torch.__version__} with {threads} threads, {os.cpu_count()} CPU cores")
+  print("tok/s = batch x new tokens / seconds of a whole generate call (prefill included); decode = the same minus a "
+        "prefill-plus-one-token call, over (new tokens - 1); ratio = ours / transformers")
+  print(format_table(rows))
+  fractions = [r["agreement"]["token_fraction"] for r in rows]
+  print("tokens agree: " + ("yes" if min(fractions) == 1.0 else
+                            f"no (lowest fraction of equal tokens {min(fractions):.1%})"))
+  result = {"prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "repeats": args.repeats,
+            "torch_threads": threads, "jax_platform": jax.devices()[0].platform, "rows": rows}
+  print("JSON: " + json.dumps(result))
+  return result
+
+
+if __name__ == "__main__":
+  main()

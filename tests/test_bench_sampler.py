@@ -1,0 +1,28 @@
+"""Smoke test of the sampler benchmark: --quick mode runs both frameworks and reports finite positive figures."""
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from genenv_jax.bench import sampler  # noqa: E402
+
+
+def test_quick_benchmark_reports_finite_positive_figures(capsys):
+  result = sampler.main(["--quick"])
+  printed = capsys.readouterr().out
+  assert "tokens agree" in printed and "ratio" in printed
+  json_lines = [line for line in printed.splitlines() if line.startswith("JSON: ")]
+  assert len(json_lines) == 1 and json.loads(json_lines[0][len("JSON: "):]) == json.loads(json.dumps(result))
+  rows = result["rows"]
+  assert [(r["config"], r["batch"]) for r in rows] == [("tiny", b) for b in sampler.QUICK["batch_sizes"]]
+  for r in rows:
+    for name in ("ours_tok_s", "hf_tok_s", "ratio", "ours_tok_s_median", "hf_tok_s_median"):
+      assert math.isfinite(r[name]) and r[name] > 0, (name, r[name])
+    assert r["params"] > 0 and math.isfinite(r["ours_compile_s"]) and r["ours_compile_s"] >= 0
+    for name in ("decode_ours_tok_s", "decode_hf_tok_s", "decode_ratio"):  # a difference of times: None if noise
+      assert r[name] is None or (math.isfinite(r[name]) and r[name] > 0), (name, r[name])
+    assert 0.0 <= r["agreement"]["token_fraction"] <= 1.0

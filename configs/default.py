@@ -49,7 +49,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
 
   c.agent = ml_collections.ConfigDict()
   c.agent.model = model_config()
-  c.agent.optimizer = ml_collections.ConfigDict(dict(lr=3e-4, weight_decay=0.0, max_grad_norm=1.0, warmup_steps=0))
+  c.agent.optimizer = ml_collections.ConfigDict(dict(lr=3e-4, weight_decay=0.0, max_grad_norm=1.0, eps=1e-8, warmup_steps=0))
   c.agent.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
   c.agent.grpo = ml_collections.ConfigDict(dict(
       group_size=10, advantage="grpo", clip_low=0.2, clip_high=0.2, kl_coef=0.001, kl_estimator="k3",
@@ -59,7 +59,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.env.train = True
   c.env.objective = "rwr"         # rwr | pg
   c.env.model = model_config()
-  c.env.optimizer = ml_collections.ConfigDict(dict(lr=1e-4, weight_decay=0.0, max_grad_norm=1.0, warmup_steps=0))
+  c.env.optimizer = ml_collections.ConfigDict(dict(lr=1e-4, weight_decay=0.0, max_grad_norm=1.0, eps=1e-8, warmup_steps=0))
   c.env.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
   c.env.num_seeds = 8
   c.env.samples_per_seed = 1

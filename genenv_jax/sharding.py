@@ -15,7 +15,6 @@ import math
 from typing import Any, Mapping, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
@@ -171,6 +170,3 @@ def is_main_process() -> bool:
 def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, PartitionSpec())
 
-
-def zeros_like_sharded(shape: Sequence[int], dtype: Any, sharding: NamedSharding) -> jax.Array:
-  return jax.jit(lambda: jnp.zeros(shape, dtype), out_shardings=sharding)()

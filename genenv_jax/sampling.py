@@ -86,7 +86,7 @@ def sample_token(logits: jax.Array, key: jax.Array, params: SamplingParams) -> t
 
 def prefill(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, cache: dict) -> tuple[jax.Array, dict]:
   """Runs the prompt through the model into the cache; returns the last position's logits [B, V] and the cache."""
-  logits, cache = model(prompt_ids, prompt_mask, cache=cache, last_only=True)
+  logits, cache = model(prompt_ids, prompt_mask, cache=cache, logits_from=-1)
   return logits[:, -1, :], cache
 
 

@@ -34,6 +34,17 @@ def _param(rngs: nnx.Rngs, shape: tuple[int, ...], axes: tuple[str, ...], dtype:
   return nnx.Param(value, logical_axes=axes)
 
 
+def dense(x: jax.Array, w: jax.Array) -> jax.Array:
+  """x [..., E] @ w [E, *out] -> [..., *out] as ONE 2-D matmul over the flattened leading dims.
+
+  The same maths as an einsum; flat [N, E] x [E, F] operands keep XLA's CPU backward pass from adding batched-dot
+  transposes (measured: a 1M-parameter train step about 1.5x faster with this and the response-only head).
+  """
+  lead, out = x.shape[:-1], w.shape[1:]
+  y = x.reshape(-1, x.shape[-1]) @ w.reshape(w.shape[0], -1)
+  return y.reshape(*lead, *out)
+
+
 def rms_norm(x: jax.Array, scale: jax.Array, eps: float) -> jax.Array:
   """x / sqrt(mean(x², -1) + eps) * scale, in float32, cast back to x's dtype (transformers' LlamaRMSNorm)."""
   x32 = x.astype(jnp.float32)
@@ -102,9 +113,9 @@ class Attention(nnx.Module):
                layer_cache: Cache | None, cache_index: jax.Array | None) -> tuple[jax.Array, Cache | None]:
     cfg = self.config
     dt = x.dtype
-    q = jnp.einsum("bte,ehd->bthd", x, self.q_proj[...].astype(dt))
-    k = jnp.einsum("bte,ehd->bthd", x, self.k_proj[...].astype(dt))
-    v = jnp.einsum("bte,ehd->bthd", x, self.v_proj[...].astype(dt))
+    q = dense(x, self.q_proj[...].astype(dt))
+    k = dense(x, self.k_proj[...].astype(dt))
+    v = dense(x, self.v_proj[...].astype(dt))
     if cfg.qkv_bias:
       q, k, v = q + self.q_bias[...].astype(dt), k + self.k_bias[...].astype(dt), v + self.v_bias[...].astype(dt)
     q = apply_rope(q, positions, inv_freq)
@@ -135,7 +146,8 @@ class Attention(nnx.Module):
     scores = jnp.where(allowed[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(dt)
     out = jnp.einsum("bkgts,bksd->btkgd", probs, values).reshape(b, t, cfg.num_heads * cfg.head_dim)
-    return out @ self.o_proj[...].astype(dt).reshape(cfg.num_heads * cfg.head_dim, cfg.hidden_size), layer_cache
+    o_proj = self.o_proj[...].astype(dt).reshape(cfg.num_heads * cfg.head_dim, cfg.hidden_size)
+    return dense(out, o_proj), layer_cache
 
 
 class MLP(nnx.Module):
@@ -150,9 +162,9 @@ class MLP(nnx.Module):
 
   def __call__(self, x: jax.Array) -> jax.Array:
     dt = x.dtype
-    gate = jax.nn.silu(x @ self.gate_proj[...].astype(dt))
-    hidden = constrain(gate * (x @ self.up_proj[...].astype(dt)), ("batch", "length", "mlp"))
-    return hidden @ self.down_proj[...].astype(dt)
+    gate = jax.nn.silu(dense(x, self.gate_proj[...].astype(dt)))
+    hidden = constrain(gate * dense(x, self.up_proj[...].astype(dt)), ("batch", "length", "mlp"))
+    return dense(hidden, self.down_proj[...].astype(dt))
 
 
 class Block(nnx.Module):
@@ -187,8 +199,10 @@ class Transformer(nnx.Module):
       self.lm_head = _param(rngs, (config.hidden_size, config.vocab_size), ("embed", "vocab"), pd, 0.02)
 
   def __call__(self, input_ids: jax.Array, attention_mask: jax.Array, cache: Cache | None = None,
-               positions: jax.Array | None = None, last_only: bool = False) -> tuple[jax.Array, Cache | None]:
-    """Logits [B, T, V] (float32; [B, 1, V] for the last position only with last_only) and the updated cache.
+               positions: jax.Array | None = None, logits_from: int = 0) -> tuple[jax.Array, Cache | None]:
+    """Logits [B, T - logits_from, V] (float32) for positions logits_from.. (a static int; -1 = the last position
+    only, as a prefill needs) and the updated cache. Skipping positions whose logits are unused skips their share of
+    the [B, T, V] head, the largest activation of a small-model RL step.
 
     Without a cache, attention is causal over the T given tokens. With one, the T tokens are written at slots
     [index, index + T) and attend to every earlier real slot; positions continue from the real tokens in the cache.
@@ -211,20 +225,21 @@ class Transformer(nnx.Module):
     new_layers = []
     for i, block in enumerate(self.layers):
       layer_cache = None if cache is None else cache["layers"][i]
-      if cfg.remat:
+      if cfg.remat and cache is None:  # remat saves activations for a backward pass; decoding has none (and
+        # nnx.remat over the cache inside the sampler's while_loop fails: TraceContextError)
         x, layer_cache = nnx.remat(lambda blk, *a: blk(*a), static_argnums=())(block, x, positions, key_mask,
                                                                                  inv_freq, layer_cache, index)
       else:
         x, layer_cache = block(x, positions, key_mask, inv_freq, layer_cache, index)
       new_layers.append(layer_cache)
 
-    if last_only:
-      x = x[:, -1:, :]  # a prefill needs only the next-token logits: skip the [B, T, V] head
+    if logits_from:
+      x = x[:, logits_from:, :]
     x = rms_norm(x, self.final_norm[...], cfg.rms_norm_eps)
     if cfg.tie_word_embeddings:
-      logits = jnp.einsum("bte,ve->btv", x, self.embed[...].astype(dt))
+      logits = dense(x, self.embed[...].astype(dt).T)
     else:
-      logits = x @ self.lm_head[...].astype(dt)
+      logits = dense(x, self.lm_head[...].astype(dt))
     logits = constrain(logits.astype(jnp.float32), ("batch", "length", "vocab"))
     if cache is None:
       return logits, None

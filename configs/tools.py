@@ -1,0 +1,56 @@
+"""The benchmark training domains with tiny random models: a few co-evolution steps on a CPU.
+
+Variants (`--config=configs/tools.py:NAME`): api_bank (the default), bfcl, bamboogle, travelplanner, alfworld, each
+the training domain of that benchmark (`genenv_jax/domains/registry.py`, `text_domain.py`, `*_tasks.py`), on the
+real data in ../shared/data (`--config.domain.data_dir` to point elsewhere). The tokenizer is the shipped
+sentencepiece model (byte fallback, so any text round-trips; `--config.tokenizer=HF_DIR` for a model's own), whose
+512 pieces make long texts: the lengths below are in its tokens, and tasks that do not fit are dropped (counted).
+These runs check the plumbing (env writes, domain parses and verifies on the host, both models update); tiny random
+models solve nothing. For real training start from configs/qwen2_5_7b.py and set `domain` as here.
+"""
+
+import ml_collections
+
+from configs.default import get_config as default_config
+
+# name -> (agent_prompt_len, agent_answer_len, env_prompt_len, env_output_len, spec_len, success_threshold);
+# env_prompt_len = the env instruction's tokens (about 200-300 here) + env_output_len, rounded up
+LENGTHS = {
+    "api_bank": (640, 128, 800, 512, 256, 1.0),
+    "bfcl": (2560, 192, 1856, 1536, 1024, 1.0),
+    "bamboogle": (192, 32, 320, 96, 128, 0.5),
+    "travelplanner": (3072, 1024, 512, 256, 384, 1.0),
+    "alfworld": (1920, 64, 1856, 1536, 128, 1.0),
+}
+FAMILY_DEFAULTS = {"travelplanner": {"num_candidates": 400}, "alfworld": {"num_games": 8, "cache_dir": ""}}
+
+
+def get_config(arg: str = "") -> ml_collections.ConfigDict:
+  name = arg.strip() or "api_bank"
+  if name not in LENGTHS:
+    raise ValueError(f"unknown variant {name!r} of configs/tools.py; choose one of: {', '.join(LENGTHS)}")
+  prompt, answer, env_prompt, env_output, spec, threshold = LENGTHS[name]
+  c = default_config("smoke")
+  c.tokenizer = ""
+  c.domain = ml_collections.ConfigDict(dict(
+      name=name, data_dir="", num_seeds=64, num_heldout=8, agent_prompt_len=prompt, agent_answer_len=answer,
+      env_prompt_len=env_prompt, env_output_len=env_output, spec_len=spec, success_threshold=threshold,
+      **FAMILY_DEFAULTS.get(name, {})))
+  positions = max(prompt + answer, env_prompt + env_output)
+  for model in (c.agent.model, c.env.model):
+    model.hidden_size, model.intermediate_size, model.num_layers = 64, 128, 2
+    model.num_heads, model.num_kv_heads, model.head_dim = 4, 2, 16
+    model.max_position_embeddings = positions
+  c.total_steps = 3
+  c.checkpoint_every = 3
+  c.eval_every = 3
+  c.log_every = 1
+  c.warm_start.agent_steps = 4
+  c.warm_start.env_steps = 4
+  c.warm_start.batch_size = 8
+  c.agent.grpo.group_size = 4
+  c.env.num_seeds = 8
+  c.pools.num_replay = 8
+  c.pools.train_capacity = 512
+  c.pools.env_capacity = 512
+  return c

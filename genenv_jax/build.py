@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 from flax import nnx
 from jax.sharding import Mesh
 
@@ -83,7 +84,9 @@ def task_rows(tasks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def build(config: ml_collections.ConfigDict, devices=None) -> tuple[Run, CoevolutionState]:
   """Builds the run and its initial (pre-warm-start) state, every array placed with its sharding.
 
-  The mesh spans `devices` (default: all devices) with the sizes in config.mesh.
+  The mesh spans `devices` (default: all devices, over every process) with the sizes in config.mesh. Multi-process:
+  every process runs this with the same config; each builds its share of every array (parameters by a jitted init
+  with output shardings, host data such as the held-out set through `sharding.global_batch`).
   """
   mesh = shd.make_mesh(dict(config.mesh), devices=devices)
   tokenizer = load_tokenizer(config.tokenizer or None)
@@ -116,15 +119,88 @@ def build(config: ml_collections.ConfigDict, devices=None) -> tuple[Run, Coevolu
   state = CoevolutionState(
       agent=agent_params, agent_opt=agent_opt, agent_ref=copy(agent_params), env=env_params, env_opt=env_opt,
       env_ref=copy(env_params), train_pool=train_pool, env_pool=env_pool,
-      rng=jax.device_put(jax.random.key_data(jax.random.key(config.seed)), replicated),
-      step=jax.device_put(jnp.zeros((), jnp.int32), replicated),
-      skipped_agent=jax.device_put(jnp.zeros((), jnp.int32), replicated),
-      skipped_env=jax.device_put(jnp.zeros((), jnp.int32), replicated))
+      rng=jax.device_put(np.asarray(jax.random.key_data(jax.random.key(config.seed))), replicated),
+      step=jax.device_put(np.zeros((), np.int32), replicated),
+      skipped_agent=jax.device_put(np.zeros((), np.int32), replicated),
+      skipped_env=jax.device_put(np.zeros((), np.int32), replicated))
   state_shardings = jax.tree.map(lambda x: x.sharding, state)
   state = jax.tree.map(lambda x, s: jax.device_put(x, s), state, state_shardings)
-  heldout_np = domain.heldout_tasks()
-  heldout = TaskBatch(**{k: jnp.asarray(heldout_np[k]) for k in ("prompt_ids", "prompt_mask", "spec", "difficulty",
-                                                                  "valid")})
+  heldout_np = domain.heldout_tasks()  # identical on every process; each places only its own rows on the mesh
+  heldout = TaskBatch(**shd.global_batch({k: heldout_np[k] for k in ("prompt_ids", "prompt_mask", "spec",
+                                                                      "difficulty", "valid")}, mesh))
   run = Run(mesh=mesh, tokenizer=tokenizer, domain=domain, coevolution=coevolution, state_shardings=state_shardings,
             heldout=heldout)
+  return run, state
+
+
+# ---- abstract build (planning: shapes and shardings only, nothing allocated) -----------------------------------------
+
+
+def model_config_from(cfg: ml_collections.ConfigDict, vocab_size: int) -> ModelConfig:
+  """The ModelConfig of a random decoder of the configured shape (the one `model_from_config` builds when hf_path is
+  empty); optional fields `vocab_size` (default: the tokenizer's) and `qkv_bias` (default False) are honoured."""
+  return ModelConfig(
+      vocab_size=int(cfg.get("vocab_size", 0) or vocab_size), hidden_size=cfg.hidden_size,
+      intermediate_size=cfg.intermediate_size, num_layers=cfg.num_layers, num_heads=cfg.num_heads,
+      num_kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim, rope_theta=cfg.rope_theta,
+      qkv_bias=bool(cfg.get("qkv_bias", False)), tie_word_embeddings=cfg.tie_word_embeddings,
+      max_position_embeddings=cfg.max_position_embeddings, param_dtype=cfg.dtype, dtype=cfg.dtype, remat=cfg.remat)
+
+
+def abstract_build(config: ml_collections.ConfigDict, mesh: Mesh, agent_model: ModelConfig | None = None,
+                   env_model: ModelConfig | None = None, shard_optimizer: bool = False) -> tuple[Run, CoevolutionState]:
+  """`build` without allocating: the same Run, and a CoevolutionState whose every leaf is a jax.ShapeDtypeStruct
+  carrying the NamedSharding `build` would give it (for lowering and compiling the step, e.g. genenv_jax.plan).
+
+  No checkpoint is read: the models are `agent_model` / `env_model` when given, else the config's shape fields
+  (`model_config_from`). Optimizer-state shardings are those of `build` (the output shardings XLA picks for the
+  jitted `optimizer.init`), or, with `shard_optimizer`, each parameter-shaped leaf takes its parameter's sharding.
+  """
+  tokenizer = load_tokenizer(config.tokenizer or None)
+  domain = build_domain(config.domain, tokenizer, seed=config.seed)
+  replicated = shd.replicated(mesh)
+  settings = step_settings(config, domain, tokenizer)
+
+  def optimizer(o):
+    return make_optimizer(o.lr, o.weight_decay, o.max_grad_norm, eps=o.eps, warmup_steps=o.warmup_steps)
+
+  def abstract(tree, shardings):
+    return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
+
+  def model(cfg, given, name):
+    mc = given or model_config_from(cfg, tokenizer.vocab_size)
+    if mc.vocab_size < tokenizer.vocab_size:
+      raise ValueError(f"the {name} model's vocabulary ({mc.vocab_size}) is smaller than the tokenizer's "
+                       f"({tokenizer.vocab_size}); use the tokenizer the model was trained with")
+    graphdef, state = abstract_model(mc)
+    return graphdef, abstract(state, shd.state_shardings(state, mesh))
+
+  def opt_state(opt, params):
+    with jax.set_mesh(mesh):
+      shapes = jax.eval_shape(opt.init, params)
+      if shard_optimizer:
+        shardings = optax.tree_map_params(opt, lambda _, p: p.sharding, shapes, params,
+                                          transform_non_params=lambda _: replicated)
+      else:
+        shardings = jax.jit(opt.init).lower(params).compile().output_shardings
+    return abstract(shapes, shardings)
+
+  agent_graphdef, agent_params = model(config.agent.model, agent_model, "agent")
+  env_graphdef, env_params = model(config.env.model, env_model, "env")
+  agent_optimizer, env_optimizer = optimizer(config.agent.optimizer), optimizer(config.env.optimizer)
+  coevolution = Coevolution(agent_graphdef, env_graphdef, domain, agent_optimizer, env_optimizer, settings)
+  seeds = task_rows(domain.seed_tasks())
+  rep = lambda tree: abstract(tree, jax.tree.map(lambda _: replicated, tree))  # noqa: E731
+  scalar = jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated)
+  state = CoevolutionState(
+      agent=agent_params, agent_opt=opt_state(agent_optimizer, agent_params), agent_ref=agent_params,
+      env=env_params, env_opt=opt_state(env_optimizer, env_params), env_ref=env_params,
+      train_pool=rep(jax.eval_shape(lambda t: pools.seed_pool(t, config.pools.train_capacity), seeds)),
+      env_pool=rep(jax.eval_shape(lambda t: pools.seed_pool(t, config.pools.env_capacity), seeds)),
+      rng=rep(jax.eval_shape(lambda: jax.random.key_data(jax.random.key(config.seed)))),
+      step=scalar, skipped_agent=scalar, skipped_env=scalar)
+  heldout_np = domain.heldout_tasks()
+  heldout = TaskBatch(**{k: heldout_np[k] for k in ("prompt_ids", "prompt_mask", "spec", "difficulty", "valid")})
+  run = Run(mesh=mesh, tokenizer=tokenizer, domain=domain, coevolution=coevolution,
+            state_shardings=jax.tree.map(lambda x: x.sharding, state), heldout=heldout)
   return run, state

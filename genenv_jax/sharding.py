@@ -5,13 +5,16 @@ name onto zero or more mesh axes of the one global mesh ``(data, fsdp, tensor)``
 NamedSharding in and out. A dimension whose size does not divide the product of its mesh axes is replicated instead,
 so any KV-head count works on any tensor size (correct, if not the fastest layout).
 
-Multi-controller JAX runs the same program on every host: `initialize_distributed` is called only when asked, and
-`host_local_to_global` forms a global array from each process's own share of a batch.
+Multi-controller JAX runs the same program on every host (one process per host). `maybe_initialize_distributed`
+starts JAX's distributed runtime only when the config or the launch environment asks; `process_local_rows` says which
+rows of a batch this process loads and `host_local_to_global` forms global arrays from those rows; `global_batch`
+does the same for data every process holds in full; `to_host` reads (possibly multi-process) results back.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Mapping, Sequence
 
 import jax
@@ -127,28 +130,138 @@ def place(tree: Any, shardings: Any) -> Any:
   return jax.jit(lambda t: t, out_shardings=shardings)(tree)
 
 
-def host_local_to_global(local_batch: Any, mesh: Mesh) -> Any:
+def process_local_rows(global_rows: int, mesh: Mesh | None = None) -> slice:
+  """The rows of a global batch of `global_rows` that this process loads and holds.
+
+  With a mesh: the rows that this process's devices hold under `batch_sharding(mesh)`. They are contiguous
+  whenever each process's devices form a block of the (data, fsdp) grid, which `make_mesh` gives for
+  `jax.devices()` order; otherwise a ValueError says so. Without a mesh: an even split over processes in process
+  order. On one process this is every row.
+  """
+  count, index = jax.process_count(), jax.process_index()
+  if global_rows % count:
+    raise ValueError(f"a global batch of {global_rows} rows does not split over {count} processes; "
+                     "use a batch size that divides by the process count")
+  if mesh is None:
+    per = global_rows // count
+    return slice(index * per, (index + 1) * per)
+  if global_rows % _batch_shards(mesh):
+    raise ValueError(f"a global batch of {global_rows} rows does not split over the {_batch_shards(mesh)} "
+                     f"(data, fsdp) shards of mesh {dict(mesh.shape)}; use a multiple of that")
+  indices = batch_sharding(mesh, 1).addressable_devices_indices_map((global_rows,)).values()
+  rows = sorted({(i[0].start or 0, global_rows if i[0].stop is None else i[0].stop) for i in indices})
+  for (_, stop), (start, _) in zip(rows, rows[1:]):
+    if start != stop:
+      raise ValueError(f"this process's devices hold non-contiguous rows {rows} of the batch; build the mesh "
+                       "with make_mesh over jax.devices() so that each process holds one block of rows")
+  return slice(rows[0][0], rows[-1][1])
+
+
+def _batch_shards(mesh: Mesh) -> int:
+  return mesh.shape["data"] * mesh.shape["fsdp"]
+
+
+def host_local_to_global(local_batch: Any, mesh: Mesh, global_rows: int | None = None) -> Any:
   """Forms global arrays, batch-sharded over (data, fsdp), from each process's own rows of the batch.
 
-  Each process passes only the rows it loaded (its `process_index` share); on one process this is a plain device_put.
+  Each process passes only the rows it loaded: `process_local_rows(global_rows, mesh)` of the global batch.
+  `global_rows` defaults to the local row count times the process count. On one process this is a device_put.
+  (`jax.make_array_from_process_local_data` places the local rows on this process's devices.)
   """
   def one(x):
     x = np.asarray(x)
     sharding = batch_sharding(mesh, x.ndim)
     if jax.process_count() == 1:
+      if global_rows is not None and x.shape[0] != global_rows:
+        raise ValueError(f"one process holds the whole batch: expected {global_rows} rows, got {x.shape[0]}")
       return jax.device_put(x, sharding)
-    return jax.make_array_from_process_local_data(sharding, x)
+    rows = x.shape[0] * jax.process_count() if global_rows is None else global_rows
+    return jax.make_array_from_process_local_data(sharding, x, (rows, *x.shape[1:]))
 
   return jax.tree.map(one, local_batch)
 
 
-def process_local_rows(global_rows: int) -> slice:
-  """The slice of a global batch that this process loads (rows split evenly over processes)."""
-  count, index = jax.process_count(), jax.process_index()
-  if global_rows % count:
-    raise ValueError(f"a global batch of {global_rows} rows does not split over {count} processes")
-  per = global_rows // count
-  return slice(index * per, (index + 1) * per)
+def global_batch(batch: Any, mesh: Mesh) -> Any:
+  """Global arrays from a host batch that every process holds in full (identical on every process).
+
+  Arrays whose rows split over the (data, fsdp) shards are batch-sharded and each process copies only its own rows
+  to its devices; others (and scalars) are replicated. Works on one process and on many.
+  """
+  def one(x):
+    x = np.asarray(x)
+    if x.ndim and x.shape[0] % _batch_shards(mesh) == 0:
+      sharding = batch_sharding(mesh, x.ndim)
+    else:
+      sharding = replicated(mesh)
+    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+  return jax.tree.map(one, batch)
+
+
+def to_host(tree: Any, mesh: Mesh) -> Any:
+  """Numpy copies of a pytree of (possibly multi-process, sharded) arrays, the same full values on every process.
+
+  Each array is first replicated over `mesh` by one jitted identity (an all-gather across processes), then read
+  from a local device; `jax.device_get` alone fails on arrays that span other processes' devices.
+  """
+  full = jax.jit(lambda t: t, out_shardings=replicated(mesh))(tree)
+  return jax.tree.map(lambda x: np.asarray(x.addressable_data(0)), full)
+
+
+# ---- multi-process start-up ------------------------------------------------------------------------------------------
+
+# The launch environment asks for a multi-process run through these variables (launch/ sets them where the cluster
+# is not auto-detected). JAX_COORDINATOR_ADDRESS is also read by jax.distributed.initialize itself.
+ENV_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
+ENV_NUM_PROCESSES = "JAX_NUM_PROCESSES"
+ENV_PROCESS_ID = "JAX_PROCESS_ID"
+
+
+def distributed_args_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+  """{coordinator_address, num_processes, process_id} from the environment; absent variables are left out."""
+  environ = os.environ if environ is None else environ
+  args: dict[str, Any] = {}
+  if environ.get(ENV_COORDINATOR):
+    address = environ[ENV_COORDINATOR]
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+      raise ValueError(f"{ENV_COORDINATOR}={address!r} must be HOST:PORT (e.g. 10.0.0.2:8476)")
+    args["coordinator_address"] = address
+  for name, key in ((ENV_NUM_PROCESSES, "num_processes"), (ENV_PROCESS_ID, "process_id")):
+    if environ.get(name, "") != "":
+      try:
+        args[key] = int(environ[name])
+      except ValueError:
+        raise ValueError(f"{name}={environ[name]!r} must be an integer") from None
+  if "num_processes" in args and args["num_processes"] < 1:
+    raise ValueError(f"{ENV_NUM_PROCESSES}={args['num_processes']} must be >= 1")
+  if "process_id" in args and not 0 <= args["process_id"] < args.get("num_processes", args["process_id"] + 1):
+    raise ValueError(f"{ENV_PROCESS_ID}={args['process_id']} must be in [0, {ENV_NUM_PROCESSES})")
+  return args
+
+
+def distributed_requested(config_flag: bool, environ: Mapping[str, str] | None = None) -> bool:
+  """True when the config (`distributed=True`) or the launch environment (JAX_NUM_PROCESSES > 1) asks for it."""
+  return bool(config_flag) or distributed_args_from_env(environ).get("num_processes", 1) > 1
+
+
+def maybe_initialize_distributed(config_flag: bool, environ: Mapping[str, str] | None = None) -> bool:
+  """Starts JAX's distributed runtime when asked (see `distributed_requested`); returns whether it runs.
+
+  Must run before anything touches a JAX backend. Explicit JAX_* variables are passed on; anything missing is
+  auto-detected by jax (Cloud TPU pods, SLURM, Open MPI, Kubernetes), so on a TPU pod `distributed=True` alone
+  suffices. On CPU, cross-process collectives use gloo (`jax_cpu_collectives_implementation`, jax 0.10.2's
+  default, set explicitly here). Calling it again once the runtime is up does nothing.
+  """
+  environ = os.environ if environ is None else environ
+  if not distributed_requested(config_flag, environ):
+    return False
+  if jax.distributed.is_initialized():
+    return True
+  if environ.get("JAX_PLATFORMS", "").split(",")[0].strip() == "cpu":
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  initialize_distributed(**distributed_args_from_env(environ))
+  return True
 
 
 def initialize_distributed(coordinator_address: str | None = None, num_processes: int | None = None,

@@ -4,11 +4,19 @@ Resume is exact: the checkpoint holds the whole CoevolutionState (both models, o
 step), and a restart with the same workdir continues from the latest one. SIGTERM (or a TPU maintenance event) saves
 a checkpoint and exits cleanly. WORKDIR/summary.json holds the config, the per-step curriculum figures, the held-out
 evaluations and the wall time, so scripts can compare runs without parsing TensorBoard.
+
+Multi-host (one process per host, the same call everywhere): each process places only its own rows of the warm-start
+batches and of the held-out set (`sharding.process_local_rows`, `host_local_to_global`, `global_batch`); metrics and
+evaluation results are all-gathered to every host (`sharding.to_host`); checkpoints are saved and restored by all
+processes together; only process 0 logs, writes TensorBoard and summary.json. The workdir may be a gs:// URL: orbax
+writes checkpoints through tensorstore, summary.json and TensorBoard events go through fsspec (gcsfs), events staged
+locally and uploaded (genenv_jax/metrics.py). tests/test_multiprocess.py runs 2 processes against 1 on CPU.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import time
 from typing import Any
@@ -22,8 +30,9 @@ from genenv_jax import sharding as shd
 from genenv_jax.build import Run, build, task_rows
 from genenv_jax.checkpointing import Checkpointer, PreemptionGuard
 from genenv_jax.coevolution import CoevolutionState
-from genenv_jax.metrics import MetricsWriter, ProgressLine
+from genenv_jax.metrics import MetricsWriter, ProgressLine, is_remote_path
 from genenv_jax.rl import pools
+from genenv_jax.summary_report import phenomena
 from genenv_jax.warm_start import sft_batches, supervised_warm_start
 
 SUMMARY_KEYS = {"p_hat_mean": "env/p_hat_mean", "band_frac": "env/band_frac", "invalid_frac": "env/invalid_frac",
@@ -37,8 +46,7 @@ PROGRESS_KEYS = ("agent/reward_mean", "env/p_hat_mean", "env/band_frac", "env/di
 
 def evaluate_heldout(run: Run, eval_fn, agent_params) -> dict[str, Any]:
   """Greedy accuracy on the held-out set, overall and per integer difficulty."""
-  rewards = np.asarray(jax.device_get(eval_fn(agent_params, run.heldout)))
-  difficulty = np.asarray(run.heldout.difficulty)
+  rewards, difficulty = shd.to_host((eval_fn(agent_params, run.heldout), run.heldout.difficulty), run.mesh)
   correct = rewards >= run.coevolution.settings.success_threshold
   by_difficulty = {str(int(d)): float(correct[difficulty == d].mean()) for d in np.unique(difficulty)}
   return {"accuracy": float(correct.mean()), "by_difficulty": by_difficulty}
@@ -52,8 +60,11 @@ def warm_start(run: Run, state: CoevolutionState, config: ml_collections.ConfigD
   w = config.warm_start
   co = run.coevolution
 
-  def place(batch):
-    return shd.host_local_to_global(batch, run.mesh) if len(batch["prompt_ids"]) % _rows(run.mesh) == 0 else batch
+  if w.batch_size % _rows(run.mesh) == 0:  # each process gathers and places only its own rows of each batch
+    local = shd.process_local_rows(w.batch_size, run.mesh)
+    place = lambda batch: shd.host_local_to_global(batch, run.mesh, w.batch_size)  # noqa: E731
+  else:  # rows that do not split over the data shards: every process holds the whole (replicated) batch
+    local, place = slice(None), lambda batch: shd.global_batch(batch, run.mesh)  # noqa: E731
 
   def progress(name, total):
     def report(i, loss):
@@ -64,10 +75,10 @@ def warm_start(run: Run, state: CoevolutionState, config: ml_collections.ConfigD
   with jax.set_mesh(run.mesh):
     agent, _ = supervised_warm_start(co.agent_graphdef, state.agent, sft_batches(run.domain, "agent", config.seed),
                                      w.agent_steps, w.batch_size, w.lr, config.seed, place,
-                                     progress("agent", w.agent_steps))
+                                     progress("agent", w.agent_steps), local=local)
     env, _ = supervised_warm_start(co.env_graphdef, state.env, sft_batches(run.domain, "env", config.seed + 1),
                                    w.env_steps, w.batch_size, w.lr, config.seed + 1, place,
-                                   progress("env", w.env_steps))
+                                   progress("env", w.env_steps), local=local)
   copy = jax.jit(lambda t: jax.tree.map(jnp.copy, t))
   state = state.replace(agent=agent, agent_ref=copy(agent), env=env, env_ref=copy(env))
   return jax.tree.map(lambda x, s: jax.device_put(x, s), state, run.state_shardings)
@@ -101,26 +112,58 @@ def static_augmentation(run: Run, state: CoevolutionState, rounds: int) -> Coevo
 # ---- the loop ----------------------------------------------------------------------------------------------------------
 
 
-class Summary:
-  """WORKDIR/summary.json, rewritten after each record; on resume, records past the restored step are dropped."""
+def workdir_path(workdir: str, name: str) -> str:
+  """WORKDIR/name for a local directory or a URL (gs://bucket/run); pathlib would fold the '//' of 'gs://'."""
+  workdir = str(workdir)
+  return f"{workdir.rstrip('/')}/{name}" if is_remote_path(workdir) else os.path.join(workdir, name)
 
-  def __init__(self, path: pathlib.Path, config: ml_collections.ConfigDict, resume_step: int | None):
-    self.path = path
-    old = json.loads(path.read_text()) if resume_step is not None and path.exists() else {}
+
+class Summary:
+  """WORKDIR/summary.json, rewritten after each record; on resume, records past the restored step are dropped.
+
+  Only process 0 writes it. A local file is replaced atomically (write a temporary file, then rename); a remote one
+  (gs://...) is uploaded whole through fsspec (gcsfs for gs://), one object write, so readers never see half a file.
+  """
+
+  def __init__(self, path: str, config: ml_collections.ConfigDict, resume_step: int | None):
+    self.path = str(path)
+    old = json.loads(self._read()) if resume_step is not None and self._exists() else {}
     keep = lambda rows: [r for r in rows if r["step"] <= (resume_step or 0)]  # noqa: E731
     self.data = {"config": json.loads(config.to_json_best_effort()), "steps": keep(old.get("steps", [])),
                  "evals": keep(old.get("evals", [])), "warm_start": old.get("warm_start", {}),
                  "wall_time_s": old.get("wall_time_s", 0.0)}
 
+  def _exists(self) -> bool:
+    if is_remote_path(self.path):
+      import fsspec  # pylint: disable=import-outside-toplevel
+      fs, root = fsspec.core.url_to_fs(self.path)
+      return fs.exists(root)
+    return os.path.exists(self.path)
+
+  def _read(self) -> str:
+    if is_remote_path(self.path):
+      import fsspec  # pylint: disable=import-outside-toplevel
+      with fsspec.open(self.path, "r") as f:
+        return f.read()
+    return pathlib.Path(self.path).read_text()
+
   def write(self) -> None:
-    if shd.is_main_process():
-      tmp = self.path.with_suffix(".tmp")
-      tmp.write_text(json.dumps(self.data, indent=1))
+    if not shd.is_main_process():
+      return
+    text = json.dumps(self.data, indent=1)
+    if is_remote_path(self.path):
+      import fsspec  # pylint: disable=import-outside-toplevel
+      with fsspec.open(self.path, "w") as f:
+        f.write(text)
+    else:
+      tmp = pathlib.Path(self.path).with_suffix(".tmp")
+      tmp.write_text(text)
       tmp.replace(self.path)
 
 
-def _host_metrics(metrics: dict[str, Any]) -> dict[str, np.ndarray]:
-  return {k: np.asarray(v) for k, v in jax.device_get(metrics).items()}
+def _host_metrics(metrics: dict[str, Any], mesh) -> dict[str, np.ndarray]:
+  """The step's metrics as numpy arrays on every process (an all-gather where they span several processes)."""
+  return shd.to_host(dict(metrics), mesh)
 
 
 def _log_step(writer: MetricsWriter, run: Run, step: int, metrics: dict[str, np.ndarray], step_time: float) -> None:
@@ -144,13 +187,15 @@ def _log_step(writer: MetricsWriter, run: Run, step: int, metrics: dict[str, np.
 def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[str, Any]:
   """Runs (or resumes) a co-evolution run to config.total_steps; returns the summary dict."""
   started = time.time()
-  workdir_path = pathlib.Path(workdir)
-  workdir_path.mkdir(parents=True, exist_ok=True)
+  log = log if shd.is_main_process() else (lambda *_: None)  # console output from process 0 only
+  workdir = str(workdir)
+  if not is_remote_path(workdir):
+    os.makedirs(workdir, exist_ok=True)
   run, state = build(config)
-  checkpointer = Checkpointer(workdir_path / "checkpoints", save_every=config.checkpoint_every,
+  checkpointer = Checkpointer(workdir_path(workdir, "checkpoints"), save_every=config.checkpoint_every,
                               max_to_keep=config.max_checkpoints)
   latest = checkpointer.latest_step()
-  summary = Summary(workdir_path / "summary.json", config, latest)
+  summary = Summary(workdir_path(workdir, "summary.json"), config, latest)
   if latest is not None:
     state, _ = checkpointer.restore(latest, state)
     log(f"resumed from the checkpoint at step {latest} in {checkpointer.directory}")
@@ -161,7 +206,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
       state = static_augmentation(run, state, config.pools.static_rounds)
     summary.data["warm_start"] = {"seconds": time.time() - t0}
 
-  writer = MetricsWriter(str(workdir_path / "tensorboard"))
+  writer = MetricsWriter(workdir_path(workdir, "tensorboard"))  # process 0 writes; a remote logdir is synced
   step_fn = run.coevolution.jit_step(run.state_shardings)
   eval_fn = jax.jit(run.coevolution.evaluate)
   start = int(jax.device_get(state.step))
@@ -185,7 +230,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
         state, metrics = step_fn(state)
       step += 1
       if step % config.log_every == 0 or step == config.total_steps:
-        host = _host_metrics(metrics)
+        host = _host_metrics(metrics, run.mesh)
         step_time = time.time() - t0
         _log_step(writer, run, step, host, step_time)
         summary.data["steps"].append({"step": step, **{k: float(host[v]) for k, v in SUMMARY_KEYS.items()
@@ -204,6 +249,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
   jax.block_until_ready(state)
   summary.data["wall_time_s"] = summary.data.get("wall_time_s", 0.0) + (time.time() - started)
   summary.data["final_step"] = int(jax.device_get(state.step))
+  summary.data["phenomena"] = phenomena(summary.data)
   summary.write()
   checkpointer.close()
   writer.close()

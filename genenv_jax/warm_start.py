@@ -62,8 +62,13 @@ def make_sft_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformatio
 
 def supervised_warm_start(graphdef: nnx.GraphDef, params: nnx.State, data: dict[str, np.ndarray], steps: int,
                           batch_size: int, lr: float, seed: int, place: Callable = jnp.asarray,
-                          on_progress: Callable[[int, float], None] | None = None) -> tuple[nnx.State, list[float]]:
-  """`steps` AdamW steps on random mini-batches of `data`; returns the new params and the loss curve."""
+                          on_progress: Callable[[int, float], None] | None = None,
+                          local: slice = slice(None)) -> tuple[nnx.State, list[float]]:
+  """`steps` AdamW steps on random mini-batches of `data`; returns the new params and the loss curve.
+
+  Multi-process: every process draws the same global row indices (same `seed`), gathers only its own `local` slice
+  of them (`sharding.process_local_rows`), and `place` forms the global batch from those rows.
+  """
   if steps <= 0:
     return params, []
   optimizer = optax.adamw(optax.cosine_decay_schedule(lr, steps, alpha=0.1))
@@ -74,7 +79,7 @@ def supervised_warm_start(graphdef: nnx.GraphDef, params: nnx.State, data: dict[
   losses = []
   for i in range(steps):
     rows = rng.choice(n, size=batch_size, replace=n < batch_size)
-    params, opt_state, loss = step(params, opt_state, place({k: v[rows] for k, v in data.items()}))
+    params, opt_state, loss = step(params, opt_state, place({k: v[rows[local]] for k, v in data.items()}))
     losses.append(float(loss))
     if on_progress is not None:
       on_progress(i, losses[-1])

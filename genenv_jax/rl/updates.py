@@ -44,7 +44,9 @@ def gradient_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, para
   (total, (denom, metrics)), grads = jax.value_and_grad(
       lambda p: (lambda s, d, m: (s, (d, m)))(*loss_fn(p, batch)), has_aux=True)(params)
   safe_denom = jnp.maximum(denom, 1e-8)
-  grads = jax.tree.map(lambda g: g / safe_denom, grads)
+  # in the parameters' dtype: a float32 denominator would promote bfloat16 gradients, and with them the AdamW
+  # moments, so the optimizer state would change dtype (a lax.scan carry mismatch in minibatch_updates)
+  grads = jax.tree.map(lambda g, p: (g / safe_denom).astype(p.dtype), grads, params)
   loss = total / safe_denom
   updates, new_opt = optimizer.update(grads, opt_state, params)
   updates = jax.tree.map(lambda u: (u * scale).astype(u.dtype), updates)

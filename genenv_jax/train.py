@@ -240,6 +240,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
         evaluate(step)
       preempted = guard.should_stop(step)
       checkpointer.save(step, state, metadata={"step": step}, force=preempted or step == config.total_steps)
+      writer.flush()  # a remote (gs://) logdir uploads only what changed, so TensorBoard follows the run live
       summary.write()
       if preempted:
         log(f"preemption signal: saved the checkpoint at step {step}; exiting")

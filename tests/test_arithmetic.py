@@ -221,8 +221,8 @@ def test_seed_and_heldout_pools(domain, verify):
     tasks = TaskBatch(**{k: jnp.asarray(pool[k]) for k in FIELDS})
     assert np.asarray(verify(tasks, pool["answer_ids"], pool["answer_mask"])).all()
   seed_set, heldout_set = set(domain.seed_expressions()), set(domain.heldout_expressions())
-  assert len(seed_set) == domain.num_seeds and len(heldout_set) == domain.num_heldout
-  assert not seed_set & heldout_set
+  assert len(heldout_set) == domain.num_heldout and not seed_set & heldout_set   # held-out: distinct, never a seed
+  assert len(seed_set) >= 0.9 * domain.num_seeds  # seeds may repeat only where a level has few distinct tasks
   assert domain.seed_expressions() == default_domain().seed_expressions()          # deterministic in the seed
   assert domain.seed_expressions() != default_domain(seed=1).seed_expressions()
 
@@ -286,3 +286,70 @@ def test_host_difficulty_definition():
   expr = arithmetic_host.evaluate_text("12+7*3-5", max_operands=4, max_digits=3, bound=10**6)
   assert expr is not None and expr.value == 28
   assert arithmetic_host.difficulty_of(expr) == 3 + 1 + 1
+
+
+# ---- the demo's knobs: operator subset, operand range, seed level weights, automatic lengths ------------------------
+
+
+@pytest.fixture(scope="module")
+def sums() -> ArithmeticDomain:
+  """A small version of the demo family: sums of 3..6 single digits, seeds mostly easy, lengths automatic."""
+  return default_domain(min_operands=3, max_operands=6, max_digits=1, operators="+", bound=999, seed_decay=0.5,
+                        num_seeds=93, num_heldout=40, agent_prompt_len=0, agent_answer_len=0, env_prompt_len=0,
+                        env_output_len=0)
+
+
+def test_operator_subset_and_operand_range(sums):
+  assert (sums.min_difficulty, sums.max_difficulty, sums.levels) == (2, 5, (2, 3, 4, 5))
+  assert sums.env_output_len == 6 * 1 + 5 + 1            # the longest expression plus EOS
+  assert sums.agent_answer_len == len("-999") + 1
+  cases = [("1+2+3", True, 6, 2), ("9+9+9+9+9+9", True, 54, 5), ("1+2", False, 0, 0),   # too few operands
+           ("1+2+3+4+5+6+7", False, 0, 0), ("1+2-3", False, 0, 0), ("1*2+3", False, 0, 0),  # '-', '*' not allowed
+           ("10+2+3", False, 0, 0)]                                                          # two digits
+  ids, mask = encode(sums, [c[0] for c in cases], sums.env_output_len)
+  tasks = jax.jit(sums.parse_env_output)(ids, mask)
+  got = [(bool(v), int(x), float(d)) for v, x, d in zip(tasks.valid, tasks.spec[:, 0], tasks.difficulty)]
+  assert got == [c[1:] for c in cases]
+  assert_same_tasks(tasks, sums.parse_env_output_host(ids, mask))
+  rng = np.random.default_rng(3)
+  texts = _random_expressions(rng, 300, operands=(2, 7), digits=1)
+  texts += ["+".join(str(int(d)) for d in rng.integers(0, 10, size=int(rng.integers(2, 8)))) for _ in range(300)]
+  ids, mask = encode(sums, texts, sums.env_output_len)
+  tasks = jax.jit(sums.parse_env_output)(ids, mask)
+  assert_same_tasks(tasks, sums.parse_env_output_host(ids, mask))
+  assert 100 < int(np.asarray(tasks.valid).sum()) < 500
+  times_only = default_domain(max_operands=3, max_digits=1, operators="*", num_seeds=4, num_heldout=4)
+  assert times_only.levels == (2, 3)  # every task uses '*': one operator + 1 is the easiest level
+  assert set(times_only.seed_tasks()["difficulty"].tolist()) == {2.0, 3.0}
+
+
+def test_seed_levels_follow_the_decay_and_heldout_spans_every_level(sums):
+  seeds, heldout = sums.seed_tasks(), sums.heldout_tasks()
+  # weights 1, 1/2, 1/4, 1/8 over levels 2..5 (sum 15/8): 93 seeds -> 49.6, 24.8, 12.4, 6.2
+  counts = np.bincount(seeds["difficulty"].astype(int), minlength=6)[2:]
+  want = 93 * np.asarray([8, 4, 2, 1]) / 15
+  assert np.abs(counts - want).max() <= 1.0 and counts.sum() == 93
+  levels = sums.seed_level_sequence()
+  assert levels[:4] == [2, 3, 4, 5] and levels == [int(d) for d in seeds["difficulty"]]
+  for n in (10, 31, 60):  # every prefix follows the weights to within about one task per level
+    prefix = np.bincount(levels[:n], minlength=6)[2:]
+    assert np.abs(prefix - n * np.asarray([8, 4, 2, 1]) / 15).max() <= 1.5, (n, prefix)
+  h = np.bincount(heldout["difficulty"].astype(int), minlength=6)[2:]
+  assert h.tolist() == [10, 10, 10, 10]
+  assert not set(sums.seed_expressions()) & set(sums.heldout_expressions())
+  easy = dataclasses.replace(sums, seed_max_difficulty=3, seed_decay=1.0)
+  assert easy.seed_levels == (2, 3) and easy.seed_level_sequence()[:6] == [2, 3, 2, 3, 2, 3]
+  assert set(easy.seed_tasks()["difficulty"].tolist()) == {2.0, 3.0}
+  assert np.bincount(easy.heldout_tasks()["difficulty"].astype(int))[2:].tolist() == [10, 10, 10, 10]
+
+
+def test_new_knob_errors(domain):
+  tok = domain.tokenizer
+  for kwargs, match in [(dict(min_operands=1), "min_operands"), (dict(min_operands=5), "min_operands"),
+                        (dict(operators="+/"), "operators"), (dict(operators=""), "operators"),
+                        (dict(operators="++"), "operators"), (dict(seed_decay=0.0), "seed_decay"),
+                        (dict(seed_max_difficulty=9), "seed_max_difficulty"),
+                        (dict(min_operands=3, seed_max_difficulty=1), "seed_max_difficulty"),
+                        (dict(num_heldout=5), "num_heldout")]:
+    with pytest.raises(ValueError, match=match):
+      ArithmeticDomain(tok, **kwargs)

@@ -14,7 +14,9 @@ of + - * is its own piece):
 Difficulty, computed from the expression itself:
     difficulty = (number of operators) + (digits of the longest number - 1) + (1 if it uses '*')
 so `3+4` is 1 and the hardest, max_operands numbers of max_digits digits with a '*', is
-(max_operands - 1) + (max_digits - 1) + 1 (6 at the defaults 4 and 3). Invalid tasks have difficulty 0.
+(max_operands - 1) + (max_digits - 1) + 1 (6 at the defaults 4 and 3; no +1 when `operators` has no '*'). Invalid
+tasks have difficulty 0. The CPU demo (configs/default.py) uses sums of min_operands..max_operands single digits, so
+there difficulty is simply the number of '+' signs.
 
 `verifier="jax"` keeps parsing and verification on device (`arithmetic_jax`); `verifier="host"` runs the Python twin
 (`arithmetic_host`) inside jit through `host_callback.host_map`, sharded over every axis of the mesh in context.
@@ -73,15 +75,19 @@ def arith_tokens(tokenizer: Tokenizer) -> aj.ArithTokens:
 class ArithmeticDomain:
   """Synthetic + - * arithmetic (see the module docstring); implements `genenv_jax.domains.base.Domain`.
 
-  Args: the tokenizer; `max_operands` (2..) and `max_digits` (1..3 at the default bound) bound the grammar;
-  `num_seeds` / `num_heldout` tasks are drawn with numpy from `seed`, spread evenly over difficulties 1..max;
-  the four lengths fix every shape; `bound` caps |partial products|, |partial sums| and |value|; `verifier` is
-  "jax" or "host". Lengths too short for the longest task raise ValueError at construction.
+  Args: the tokenizer; `min_operands` (2..) .. `max_operands` numbers of up to `max_digits` digits (1..3 at the
+  default bound) over `operators` (a subset of "+-*") bound the grammar; `num_heldout` tasks spread evenly over every
+  level min_difficulty..max_difficulty; `num_seeds` seed tasks over min_difficulty..seed_max_difficulty (0 = every
+  level), level k (counted from the easiest, k = 0, 1, ...) weighted seed_decay**k, so seed_decay < 1 makes the seeds
+  mostly easy; both drawn with numpy from `seed`. The four lengths fix every shape (0 = exactly what the longest task
+  needs); `bound` caps |partial products|, |partial sums| and |value|; `verifier` is "jax" or "host". Lengths too
+  short for the longest task raise ValueError at construction.
   """
 
   tokenizer: Tokenizer
   max_operands: int = 4
   max_digits: int = 3
+  min_operands: int = 2
   num_seeds: int = 60
   num_heldout: int = 60
   seed: int = 0
@@ -91,6 +97,9 @@ class ArithmeticDomain:
   env_output_len: int = 16
   bound: int = DEFAULT_BOUND
   verifier: str = "jax"
+  operators: str = aj.OPERATORS
+  seed_max_difficulty: int = 0
+  seed_decay: float = 1.0
   name: str = dataclasses.field(default="arithmetic", init=False)
   spec_len: int = dataclasses.field(default=1, init=False)
   success_threshold: float = dataclasses.field(default=0.5, init=False)
@@ -101,11 +110,19 @@ class ArithmeticDomain:
       raise ValueError(f"verifier must be 'jax' or 'host', got {self.verifier!r}")
     if self.max_operands < 2:
       raise ValueError(f"max_operands must be >= 2 (a task has at least one operator), got {self.max_operands}")
+    if not 2 <= self.min_operands <= self.max_operands:
+      raise ValueError(f"min_operands must be in 2..max_operands={self.max_operands}, got {self.min_operands}")
+    aj.check_operators(self.operators)
     aj.check_bounds(self.max_digits, self.bound)
-    levels = self.max_difficulty
-    for name in ("num_seeds", "num_heldout"):
-      if getattr(self, name) < levels:
-        raise ValueError(f"{name}={getattr(self, name)} cannot span the {levels} difficulty levels; use >= {levels}")
+    if self.seed_max_difficulty and not self.min_difficulty <= self.seed_max_difficulty <= self.max_difficulty:
+      raise ValueError(f"seed_max_difficulty must be 0 (every level) or in {self.min_difficulty}.."
+                       f"{self.max_difficulty}, got {self.seed_max_difficulty}")
+    if not self.seed_decay > 0:
+      raise ValueError(f"seed_decay must be > 0 (1 = every seed level equally often), got {self.seed_decay}")
+    for name, levels in (("num_seeds", self.seed_levels), ("num_heldout", self.levels)):
+      if getattr(self, name) < len(levels):
+        raise ValueError(f"{name}={getattr(self, name)} cannot span the {len(levels)} difficulty levels "
+                         f"{levels[0]}..{levels[-1]}; use >= {len(levels)}")
     object.__setattr__(self, "tokens", arith_tokens(self.tokenizer))
     t = self.tokens
     expr = self.max_expression_len
@@ -117,7 +134,9 @@ class ArithmeticDomain:
                          + len(t.task_suffix)),
     }
     for name, n in need.items():
-      if getattr(self, name) < n:
+      if getattr(self, name) == 0:  # 0 = exactly what the longest task needs
+        object.__setattr__(self, name, n)
+      elif getattr(self, name) < n:
         raise ValueError(f"{name}={getattr(self, name)} is too short: the longest task needs {n} tokens "
                          f"(max_operands={self.max_operands}, max_digits={self.max_digits}, bound={self.bound})")
 
@@ -130,7 +149,22 @@ class ArithmeticDomain:
 
   @property
   def max_difficulty(self) -> int:
-    return (self.max_operands - 1) + (self.max_digits - 1) + 1
+    return (self.max_operands - 1) + (self.max_digits - 1) + int("*" in self.operators)
+
+  @property
+  def min_difficulty(self) -> int:
+    """The easiest level: min_operands - 1 (plus 1 when '*' is the only operator)."""
+    return min(self._shapes())
+
+  @property
+  def levels(self) -> tuple[int, ...]:
+    """The difficulty levels of well-formed tasks, min_difficulty..max_difficulty (the held-out set spans them)."""
+    return tuple(range(self.min_difficulty, self.max_difficulty + 1))
+
+  @property
+  def seed_levels(self) -> tuple[int, ...]:
+    """The levels seeds span: min_difficulty..seed_max_difficulty (0 = max_difficulty)."""
+    return tuple(range(self.min_difficulty, (self.seed_max_difficulty or self.max_difficulty) + 1))
 
   # -- pure JAX -------------------------------------------------------------------------------------------------------
 
@@ -138,7 +172,8 @@ class ArithmeticDomain:
     t = self.tokens
     tokens, mask = jnp.asarray(tokens, jnp.int32), jnp.asarray(mask, jnp.int32)
     length, terminated = aj.content_end(tokens, mask, t.eos_ids)
-    e = aj.evaluate_expression(tokens, length, terminated, t, self.max_operands, self.max_digits, self.bound)
+    e = aj.evaluate_expression(tokens, length, terminated, t, self.max_operands, self.max_digits, self.bound,
+                               self.operators, self.min_operands)
     prompt_ids, prompt_mask = aj.pack_left_padded(
       [aj.const(t.bos_ids), aj.const(t.compute_prefix), (tokens, jnp.where(e.ok, length, 0)),
        aj.const(t.compute_suffix)], self.agent_prompt_len, t.pad_id)
@@ -201,7 +236,8 @@ class ArithmeticDomain:
   def parse_env_output_host(self, tokens: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
     """Host Python twin of parse_env_output (decode, regex, Python ints): TaskBatch fields as numpy arrays."""
     return host.parse_env_output(self.tokenizer, tokens, mask, max_operands=self.max_operands,
-                                 max_digits=self.max_digits, bound=self.bound, agent_prompt_len=self.agent_prompt_len)
+                                 max_digits=self.max_digits, bound=self.bound, agent_prompt_len=self.agent_prompt_len,
+                                 operators=self.operators, min_operands=self.min_operands)
 
   def verify_host(self, spec: np.ndarray, valid: np.ndarray, response: np.ndarray,
                   response_mask: np.ndarray) -> np.ndarray:
@@ -218,43 +254,73 @@ class ArithmeticDomain:
   def _shapes(self) -> dict[int, list[tuple[int, int, bool]]]:
     """(operators, digits, uses '*') combinations per difficulty level."""
     out: dict[int, list[tuple[int, int, bool]]] = {}
-    for n_ops in range(1, self.max_operands):
+    for n_ops in range(self.min_operands - 1, self.max_operands):
       for digits in range(1, self.max_digits + 1):
-        for times in (False, True):
+        for times in self._times_options():
           out.setdefault(n_ops + digits - 1 + int(times), []).append((n_ops, digits, times))
     return out
+
+  def _times_options(self) -> tuple[bool, ...]:
+    """Whether a drawn task uses '*': either way when + or - and '*' are allowed, else the only choice."""
+    has_additive = any(op in self.operators for op in "+-")
+    return ((False, True) if has_additive else (True,)) if "*" in self.operators else (False,)
 
   def _draw(self, rng: np.random.Generator, n_ops: int, digits: int, times: bool) -> str:
     sizes = rng.integers(1, digits + 1, size=n_ops + 1)
     sizes[rng.integers(0, n_ops + 1)] = digits  # the longest number has exactly `digits` digits
     numbers = [int(rng.integers(0, 10)) if k == 1 else int(rng.integers(10**(k - 1), 10**k)) for k in sizes]
-    ops = list(rng.choice(list("+-*" if times else "+-"), size=n_ops))
+    additive = [op for op in "+-" if op in self.operators]
+    ops = list(rng.choice(list(self.operators if times else additive), size=n_ops))
     if times:
       ops[int(rng.integers(0, n_ops))] = "*"
     return str(numbers[0]) + "".join(op + str(x) for op, x in zip(ops, numbers[1:]))
 
-  def _expressions(self) -> tuple[list[str], list[str]]:
-    """(seed, held-out) expression texts: deterministic in `seed`, distinct, each spread evenly over levels.
+  def seed_level_sequence(self) -> list[int]:
+    """The difficulty of each seed row: the k-th seed level (k = 0, 1, ...) has weight seed_decay**k.
 
-    Row i of each list has difficulty 1 + (i mod max_difficulty), so any prefix spans the range too.
+    Smooth weighted round robin: after one row per level (easiest first), row i takes the level whose count lags
+    its share (i + 1) * w most (ties to the easier level), so every prefix follows the weights to within about one
+    task per level. With seed_decay = 1 row i has level seed_levels[i mod len(seed_levels)].
+    """
+    levels = self.seed_levels
+    w = np.asarray([self.seed_decay ** k for k in range(len(levels))], np.float64)
+    w /= w.sum()
+    counts = np.zeros(len(levels), np.int64)
+    out = []
+    for i in range(self.num_seeds):
+      k = i if i < len(levels) else int(np.argmax((i + 1) * w - counts + 1e-9 * np.arange(len(levels), 0, -1)))
+      counts[k] += 1
+      out.append(levels[k])
+    return out
+
+  def _expressions(self) -> tuple[list[str], list[str]]:
+    """(seed, held-out) expression texts, deterministic in `seed`.
+
+    Held-out row i has difficulty levels[i mod len(levels)] (every level equally often, any prefix spans them) and
+    held-out tasks are distinct. Seed row i has difficulty seed_level_sequence()[i]. Held-out tasks are drawn first;
+    seeds never equal a held-out task, but may repeat one another, since the low levels hold few distinct tasks
+    (200 single-digit sums and differences) while training wants many examples.
     """
     rng = np.random.default_rng(self.seed)
-    shapes, seen = self._shapes(), set()
-    lists: tuple[list[str], list[str]] = ([], [])
-    for out, count in zip(lists, (self.num_seeds, self.num_heldout)):
-      for i in range(count):
-        level = 1 + i % self.max_difficulty
-        for _ in range(10_000):
-          text = self._draw(rng, *shapes[level][int(rng.integers(0, len(shapes[level])))])
-          expr = host.evaluate_text(text, self.max_operands, self.max_digits, self.bound)
-          if text not in seen and expr is not None and host.difficulty_of(expr) == level:
-            break
-        else:
-          raise ValueError(f"could not draw {count} distinct tasks of difficulty {level}; lower num_seeds / "
-                           "num_heldout or raise max_digits")
-        seen.add(text)
-        out.append(text)
-    return lists
+    shapes = self._shapes()
+
+    def draw(level: int, rejected: set[str]) -> str:
+      for _ in range(10_000):
+        text = self._draw(rng, *shapes[level][int(rng.integers(0, len(shapes[level])))])
+        expr = host.evaluate_text(text, self.max_operands, self.max_digits, self.bound, self.operators,
+                                  self.min_operands)
+        if expr is not None and host.difficulty_of(expr) == level and text not in rejected:
+          return text
+      raise ValueError(f"could not draw a task of difficulty {level} outside the {len(rejected)} held-out tasks; "
+                       "lower num_heldout or raise max_digits")
+
+    heldout: list[str] = []
+    levels = self.levels
+    for i in range(self.num_heldout):
+      heldout.append(draw(levels[i % len(levels)], set(heldout)))
+    heldout_set = set(heldout)
+    seeds = [draw(level, heldout_set) for level in self.seed_level_sequence()]
+    return seeds, heldout
 
   def _task_arrays(self, texts: list[str]) -> dict[str, np.ndarray]:
     tok, eos = self.tokenizer, self.tokens.eos_id

@@ -9,8 +9,9 @@ Rules (identical to `arithmetic_jax`, stated on text):
     terminated and so malformed;
   * the content must be spelled canonically: every id in the vocabulary, and `encode(decode(ids)) == ids` (the
     tokenizer's byte-fallback spelling of "1" is not the digit "1", and control tokens never count);
-  * an expression is `number (op number)+` over + - *, 2..max_operands numbers, each `0` or up to max_digits digits
-    without a leading zero; every partial product, partial sum and the value within +-bound;
+  * an expression is `number (op number)+` over + - * (or the domain's subset `operators`), min_operands
+    (default 2) .. max_operands numbers, each `0` or up to max_digits digits without a leading zero; every partial
+    product, partial sum and the value within +-bound;
   * an answer is `-?(0|[1-9][0-9]*)`, 1..9 digits, not "-0".
 """
 
@@ -21,7 +22,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from genenv_jax.domains.arithmetic_jax import MAX_ANSWER_DIGITS
+from genenv_jax.domains.arithmetic_jax import MAX_ANSWER_DIGITS, OPERATORS
 from genenv_jax.tokenizer import Tokenizer
 
 _ANSWER = re.compile(r"-?(0|[1-9][0-9]*)")
@@ -51,14 +52,20 @@ def canonical_text(tokenizer: Tokenizer, ids: list[int]) -> str | None:
   return text if tokenizer.encode(text) == ids else None
 
 
-def evaluate_text(text: str, max_operands: int, max_digits: int, bound: int) -> HostExpression | None:
-  """Evaluates `text` under the expression rule (module docstring) with Python ints; None when malformed."""
+def evaluate_text(text: str, max_operands: int, max_digits: int, bound: int, operators: str = OPERATORS,
+                  min_operands: int = 2) -> HostExpression | None:
+  """Evaluates `text` under the expression rule (module docstring) with Python ints; None when malformed.
+
+  `operators` (a subset of "+-*") is the operator alphabet; any other operator makes the text malformed; the text
+  needs min_operands .. max_operands numbers.
+  """
   number = rf"(?:0|[1-9][0-9]{{0,{max_digits - 1}}})"
-  if not re.fullmatch(rf"{number}(?:[-+*]{number})+", text):
+  op = "[" + "".join(re.escape(o) for o in sorted(operators, key=OPERATORS.index)) + "]"
+  if not re.fullmatch(rf"{number}(?:{op}{number})+", text):
     return None
   numbers = [int(n) for n in re.findall(r"[0-9]+", text)]
   ops = re.findall(r"[-+*]", text)
-  if len(numbers) > max_operands:
+  if not min_operands <= len(numbers) <= max_operands:
     return None
   total, term = 0, numbers[0]
   for op, x in zip(ops, numbers[1:]):
@@ -83,7 +90,8 @@ def difficulty_of(expr: HostExpression) -> int:
 
 
 def parse_env_output(tokenizer: Tokenizer, tokens: np.ndarray, mask: np.ndarray, *, max_operands: int,
-                     max_digits: int, bound: int, agent_prompt_len: int) -> dict[str, np.ndarray]:
+                     max_digits: int, bound: int, agent_prompt_len: int,
+                     operators: str = OPERATORS, min_operands: int = 2) -> dict[str, np.ndarray]:
   """Host twin of `ArithmeticDomain.parse_env_output`: TaskBatch fields as numpy arrays.
 
   The agent prompt is encoded from text: bos + "Compute: " + expression + " =" (an invalid row gets the empty
@@ -96,7 +104,8 @@ def parse_env_output(tokenizer: Tokenizer, tokens: np.ndarray, mask: np.ndarray,
   for b in range(batch):
     ids = content_ids(tokens[b], mask[b], tokenizer.eos_ids)
     text = None if ids is None else canonical_text(tokenizer, ids)
-    expr = None if text is None else evaluate_text(text, max_operands, max_digits, bound)
+    expr = None if text is None else evaluate_text(text, max_operands, max_digits, bound, operators,
+                                                                   min_operands)
     if expr is None:
       texts.append("Compute:  =")
       continue

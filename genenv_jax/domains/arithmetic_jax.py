@@ -6,11 +6,12 @@ raises on data: malformed rows come back with `ok = False`.
 
 The grammar, over the tokenizer's single-piece digits and the operators + - * (any other token is malformed):
 
-    expression := number (op number)+          op := '+' | '-' | '*'
+    expression := number (op number)+          op := '+' | '-' | '*'   (or the domain's subset, `operators`)
     number     := '0' | nonzero-digit digit*   (at most `max_digits` digits, so no leading zero)
 
-with 2 .. `max_operands` numbers, evaluated with the usual precedence (* binds tighter than + and -, left to right),
-and with every partial product, partial sum and the value within +-`bound` (int32-safe: see `check_bounds`).
+with `min_operands` (default 2) .. `max_operands` numbers, evaluated with the usual precedence (* binds tighter than +
+and -, left to right), and with every partial product, partial sum and the value within +-`bound` (int32-safe: see
+`check_bounds`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 INT32_MAX = 2**31 - 1
+OPERATORS = "+-*"  # the full operator alphabet; a domain may allow a subset
 MAX_ANSWER_DIGITS = 9  # an int32 holds any 9-digit magnitude
 
 
@@ -79,6 +81,12 @@ def check_bounds(max_digits: int, bound: int) -> None:
                      "max_digits (<= 3 with the default bound 10**6) or the bound")
 
 
+def check_operators(operators: str) -> None:
+  """Raises ValueError unless `operators` is a non-empty, repeat-free subset of "+-*"."""
+  if not operators or set(operators) - set(OPERATORS) or len(set(operators)) != len(operators):
+    raise ValueError(f"operators must be a non-empty subset of {OPERATORS!r} without repeats, got {operators!r}")
+
+
 def content_end(tokens: jax.Array, mask: jax.Array, eos_ids: Sequence[int]) -> tuple[jax.Array, jax.Array]:
   """(length [B] int32, terminated [B] bool) of each row's content.
 
@@ -101,8 +109,12 @@ def digit_values(tokens: jax.Array, digit_ids: Sequence[int]) -> jax.Array:
 
 
 def evaluate_expression(tokens: jax.Array, length: jax.Array, terminated: jax.Array, vocab: ArithTokens,
-                        max_operands: int, max_digits: int, bound: int) -> Expression:
+                        max_operands: int, max_digits: int, bound: int, operators: str = OPERATORS,
+                        min_operands: int = 2) -> Expression:
   """Parses and evaluates `tokens[:, :length]` with a lax.scan state machine over the columns.
+
+  `operators` (a subset of "+-*", static) is the operator alphabet: an operator token outside it is malformed;
+  an expression needs min_operands .. max_operands numbers.
 
   State per row: `total` (sum of finished terms), `term` (signed product of the current term's finished factors),
   `num` / `nd` (the number being read and its digit count), counts, and `ok`. A digit extends `num` (no leading
@@ -111,9 +123,12 @@ def evaluate_expression(tokens: jax.Array, length: jax.Array, terminated: jax.Ar
   expression: value = total + term * num. Every f, total and the value must satisfy |x| <= bound.
   """
   check_bounds(max_digits, bound)
+  check_operators(operators)
   batch, width = tokens.shape
   digits = digit_values(tokens, vocab.digit_ids)
-  is_plus, is_minus, is_times = tokens == vocab.plus_id, tokens == vocab.minus_id, tokens == vocab.times_id
+  never = jnp.zeros(tokens.shape, bool)
+  is_plus, is_minus, is_times = ((tokens == tok) if op in operators else never
+                                 for op, tok in (("+", vocab.plus_id), ("-", vocab.minus_id), ("*", vocab.times_id)))
   inside = jnp.arange(width)[None, :] < length[:, None]
 
   zeros = jnp.zeros((batch,), jnp.int32)
@@ -150,7 +165,8 @@ def evaluate_expression(tokens: jax.Array, length: jax.Array, terminated: jax.Ar
   s, _ = jax.lax.scan(step, init, xs)
   f = s["term"] * s["num"]
   value = s["total"] + jnp.clip(f, -bound, bound)
-  ok = (s["ok"] & terminated & (s["nd"] > 0) & (s["n_ops"] >= 1) & (s["n_ops"] + 1 <= max_operands)
+  ok = (s["ok"] & terminated & (s["nd"] > 0) & (s["n_ops"] >= max(min_operands - 1, 1))
+        & (s["n_ops"] + 1 <= max_operands)
         & (jnp.abs(f) <= bound) & (jnp.abs(value) <= bound))
   zero = jnp.zeros_like(value)
   return Expression(

@@ -1,0 +1,60 @@
+"""The end-of-run report (genenv_jax.summary_report): quarter means, the three phenomena's rules, the printed text."""
+
+import pytest
+
+from genenv_jax.summary_report import format_report, phenomena, quarter_means, slope
+
+
+def make_summary(p_hat, difficulty, accuracy, alpha=0.5, k_min=0.1):
+  steps = [{"step": 5 * (i + 1), "p_hat_mean": p, "band_frac": 0.1 * i, "difficulty_mean": d, "agent_reward": 0.5,
+            "invalid_frac": 0.0} for i, (p, d) in enumerate(zip(p_hat, difficulty))]
+  evals = [{"step": 10 * i, "accuracy": a, "by_difficulty": {}} for i, a in enumerate(accuracy)]
+  return {"config": {"env": {"curriculum": {"alpha": alpha, "k_min": k_min}}}, "steps": steps, "evals": evals,
+          "final_step": 5 * len(steps), "wall_time_s": 12.0, "warm_start": {"seconds": 3.0}}
+
+
+def test_quarter_means_and_slope():
+  assert quarter_means([1, 2, 3, 4, 5, 6, 7, 8]) == (1.5, 7.5)
+  assert quarter_means([4.0]) == (4.0, 4.0) and quarter_means([]) is None
+  assert quarter_means([1, 2, 3]) == (1.0, 3.0)  # windows are at least one value
+  assert slope([0, 1, 2], [1, 3, 5]) == pytest.approx(2.0)
+  assert slope([1], [3]) == 0.0 and slope([2, 2], [1, 5]) == 0.0
+
+
+def test_all_three_phenomena_hold():
+  s = make_summary(p_hat=[0.8, 0.78, 0.7, 0.62, 0.55, 0.5, 0.52, 0.48], difficulty=[3, 3, 4, 5, 6, 6, 7, 7],
+                   accuracy=[0.5, 0.55, 0.6, 0.62, 0.64])
+  ph = phenomena(s)
+  a, b, c = ph["a_p_hat_into_band"], ph["b_difficulty_rises"], ph["c_heldout_accuracy_rises"]
+  assert a["start"] == pytest.approx(0.79) and a["end"] == pytest.approx(0.5) and a["moved"]
+  assert a["late_in_band_frac"] == 1.0 and a["holds"] and a["band"] == pytest.approx([0.4, 0.6])
+  assert (b["start"], b["end"], b["holds"]) == (3.0, 7.0, True)
+  assert c["first"] == 0.5 and c["last"] == 0.64 and c["later_half_mean"] == pytest.approx(0.62) and c["holds"]
+  assert c["slope_per_100_steps"] == pytest.approx(0.35, rel=1e-6)  # 0.0035 per step by least squares
+  text = format_report(s)
+  assert "(a) mean p̂" in text and "0.790 -> 0.500" in text and "held-out accuracy" in text
+  assert "NO" not in text and text.count(": yes") == 3 and "0.500 0.550 0.600 0.620 0.640" in text
+
+
+def test_each_phenomenon_can_fail():
+  leaves = make_summary(p_hat=[0.5, 0.5, 0.5, 0.5, 0.7, 0.72, 0.75, 0.8], difficulty=[5, 5, 5, 5, 4, 4, 3, 3],
+                        accuracy=[0.6, 0.5, 0.5, 0.61])
+  ph = phenomena(leaves)
+  assert not ph["a_p_hat_into_band"]["holds"] and not ph["a_p_hat_into_band"]["moved"]
+  assert not ph["b_difficulty_rises"]["holds"]
+  assert not ph["c_heldout_accuracy_rises"]["holds"]  # last > first by luck, but the later half is below the first
+  assert format_report(leaves).count("NO") == 3
+  # the end mean inside the band is not enough: the later half must mostly be inside too
+  wobbly = make_summary(p_hat=[0.8, 0.8, 0.3, 0.9, 0.2, 0.8, 0.5, 0.5], difficulty=[1] * 8, accuracy=[0.5])
+  ph = phenomena(wobbly)
+  assert ph["a_p_hat_into_band"]["end"] == 0.5 and ph["a_p_hat_into_band"]["late_in_band_frac"] == 0.5
+  assert not ph["a_p_hat_into_band"]["holds"]
+  assert not ph["c_heldout_accuracy_rises"]["holds"]  # a single evaluation cannot rise
+
+
+def test_band_comes_from_the_config_and_bad_stay_frac():
+  s = make_summary(p_hat=[0.3] * 4, difficulty=[1] * 4, accuracy=[0.5, 0.6], alpha=0.3, k_min=0.05)
+  assert phenomena(s)["a_p_hat_into_band"]["holds"]
+  assert phenomena({"steps": [], "evals": []})["figures"] == {}
+  with pytest.raises(ValueError, match="stay_frac"):
+    phenomena(s, stay_frac=0.0)

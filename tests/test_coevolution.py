@@ -79,6 +79,21 @@ def test_sharded_step_matches_one_device(mesh, one_device, mesh_222):
                  getattr(state, name), getattr(ref_state, name))
 
 
+def test_optimizer_moments_are_sharded_like_their_parameters(mesh_222):
+  """AdamW's mu and nu take each parameter's sharding (not replicated on every device), before and after steps."""
+  _, state, _, _ = mesh_222
+  params = {jax.tree_util.keystr(p): x.sharding for p, x in jax.tree_util.tree_leaves_with_path(state.agent)}
+  sharded = [s for s in params.values() if not s.is_fully_replicated]
+  assert sharded, "the 2x2x2 mesh should shard some agent parameters"
+  moments = [x for p, x in jax.tree_util.tree_leaves_with_path(state.agent_opt)
+             if any(jax.tree_util.keystr(p).endswith(k) for k in params)]
+  assert len(moments) == 2 * len(params)  # mu and nu
+  for path, x in jax.tree_util.tree_leaves_with_path(state.agent_opt):
+    key = next((k for k in params if jax.tree_util.keystr(path).endswith(k)), None)
+    if key is not None:
+      assert x.sharding.is_equivalent_to(params[key], x.ndim), jax.tree_util.keystr(path)
+
+
 def test_host_verifier_on_a_mesh_gives_identical_rewards_inside_the_step(mesh_222):
   """The host-Python twin, entered through pure_callback in shard_map over all 8 devices, equals the JAX verifier."""
   _, _, jax_history, _ = mesh_222

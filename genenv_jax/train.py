@@ -27,7 +27,7 @@ import ml_collections
 import numpy as np
 
 from genenv_jax import sharding as shd
-from genenv_jax.build import Run, build, task_rows
+from genenv_jax.build import Run, build
 from genenv_jax.checkpointing import Checkpointer, PreemptionGuard
 from genenv_jax.coevolution import CoevolutionState
 from genenv_jax.metrics import MetricsWriter, ProgressLine, is_remote_path

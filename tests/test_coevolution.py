@@ -1,7 +1,5 @@
 """The jitted co-evolution step: one compilation, sharded == unsharded, host == JAX verifier, malformed env output."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np

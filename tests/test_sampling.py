@@ -4,7 +4,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
 import genenv_jax as gj
 from genenv_jax.models.transformer import init_cache

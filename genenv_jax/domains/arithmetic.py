@@ -33,8 +33,7 @@ import numpy as np
 
 from genenv_jax.domains import arithmetic_host as host
 from genenv_jax.domains import arithmetic_jax as aj
-from genenv_jax.domains.base import TaskBatch
-from genenv_jax.domains.host_callback import host_map
+from genenv_jax.domains.base import TaskBatch, host_parse, host_verify
 from genenv_jax.tokenizer import Tokenizer
 
 DEFAULT_BOUND = 10**6
@@ -192,20 +191,13 @@ class ArithmeticDomain:
     """Jittable: env output [B, env_output_len] -> TaskBatch (see the module docstring for the rules)."""
     if self.verifier == "jax":
       return self._parse_jax(tokens, mask)
-    batch = tokens.shape[0]
-    out_like = dict(prompt_ids=jax.ShapeDtypeStruct((batch, self.agent_prompt_len), jnp.int32),
-                    prompt_mask=jax.ShapeDtypeStruct((batch, self.agent_prompt_len), jnp.int32),
-                    spec=jax.ShapeDtypeStruct((batch, self.spec_len), jnp.int32),
-                    difficulty=jax.ShapeDtypeStruct((batch,), jnp.float32),
-                    valid=jax.ShapeDtypeStruct((batch,), jnp.bool_))
-    return TaskBatch(**host_map(self.parse_env_output_host, out_like, tokens, mask))
+    return host_parse(self.parse_env_output_host, tokens, mask, self.agent_prompt_len, self.spec_len)
 
   def verify(self, tasks: TaskBatch, response: jax.Array, response_mask: jax.Array) -> jax.Array:
     """Jittable: R_agent [B] float32, 1.0 iff the task is valid and the response spells spec[:, 0] then EOS."""
     if self.verifier == "jax":
       return self._verify_jax(tasks, response, response_mask)
-    out_like = jax.ShapeDtypeStruct((response.shape[0],), jnp.float32)
-    return host_map(self.verify_host, out_like, tasks.spec, tasks.valid, response, response_mask)
+    return host_verify(self.verify_host, tasks, response, response_mask)
 
   def env_prompt(self, seed: dict[str, jax.Array], stats: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
     """Jittable: BOS `Seed: <expr> | rate <r> | New task:` per seed row, left-padded to env_prompt_len.

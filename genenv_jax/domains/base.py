@@ -11,11 +11,14 @@ inside shard_map, each device scoring only its own rows). Malformed env output g
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Callable, Protocol
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import struct
+
+from genenv_jax.domains.host_callback import host_map
 
 
 @struct.dataclass
@@ -67,3 +70,23 @@ class Domain(Protocol):
 
   def verify(self, tasks: TaskBatch, response: jax.Array, response_mask: jax.Array) -> jax.Array:
     """Jittable: R_agent [B] float32 in [0, 1] for responses [B, agent_answer_len]; 0 for invalid tasks."""
+
+
+def host_parse(parse_host: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]], tokens: jax.Array,
+               mask: jax.Array, agent_prompt_len: int, spec_len: int) -> TaskBatch:
+  """Jittable: a host-Python parser `parse_host(tokens, mask) -> TaskBatch fields as numpy` entered through
+  `host_map` (each device parses only its own rows), with the TaskBatch shapes fixed by the two lengths."""
+  batch = tokens.shape[0]
+  out_like = dict(prompt_ids=jax.ShapeDtypeStruct((batch, agent_prompt_len), jnp.int32),
+                  prompt_mask=jax.ShapeDtypeStruct((batch, agent_prompt_len), jnp.int32),
+                  spec=jax.ShapeDtypeStruct((batch, spec_len), jnp.int32),
+                  difficulty=jax.ShapeDtypeStruct((batch,), jnp.float32),
+                  valid=jax.ShapeDtypeStruct((batch,), jnp.bool_))
+  return TaskBatch(**host_map(parse_host, out_like, tokens, mask))
+
+
+def host_verify(verify_host: Callable[..., np.ndarray], tasks: TaskBatch, response: jax.Array,
+                response_mask: jax.Array) -> jax.Array:
+  """Jittable: R_agent [B] float32 from a host-Python `verify_host(spec, valid, response, response_mask)`."""
+  out_like = jax.ShapeDtypeStruct((response.shape[0],), jnp.float32)
+  return host_map(verify_host, out_like, tasks.spec, tasks.valid, response, response_mask)

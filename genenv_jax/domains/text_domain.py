@@ -36,7 +36,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import pathlib
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -44,9 +44,8 @@ import numpy as np
 
 from genenv_jax.domains import arithmetic_jax as aj
 from genenv_jax.domains.arithmetic_host import content_ids
-from genenv_jax.domains.base import TaskBatch
+from genenv_jax.domains.base import TaskBatch, host_parse, host_verify
 from genenv_jax.domains.benchmark import Message
-from genenv_jax.domains.host_callback import host_map
 from genenv_jax.tokenizer import SentencePieceTokenizer, Tokenizer
 
 SPEC_PAD = -1
@@ -249,17 +248,10 @@ class TextDomain:
   # -- the Domain protocol ---------------------------------------------------------------------------------------------
 
   def parse_env_output(self, tokens: jax.Array, mask: jax.Array) -> TaskBatch:
-    batch = tokens.shape[0]
-    out_like = dict(prompt_ids=jax.ShapeDtypeStruct((batch, self.agent_prompt_len), jnp.int32),
-                    prompt_mask=jax.ShapeDtypeStruct((batch, self.agent_prompt_len), jnp.int32),
-                    spec=jax.ShapeDtypeStruct((batch, self.spec_len), jnp.int32),
-                    difficulty=jax.ShapeDtypeStruct((batch,), jnp.float32),
-                    valid=jax.ShapeDtypeStruct((batch,), jnp.bool_))
-    return TaskBatch(**host_map(self.parse_env_output_host, out_like, tokens, mask))
+    return host_parse(self.parse_env_output_host, tokens, mask, self.agent_prompt_len, self.spec_len)
 
   def verify(self, tasks: TaskBatch, response: jax.Array, response_mask: jax.Array) -> jax.Array:
-    out_like = jax.ShapeDtypeStruct((response.shape[0],), jnp.float32)
-    return host_map(self.verify_host, out_like, tasks.spec, tasks.valid, response, response_mask)
+    return host_verify(self.verify_host, tasks, response, response_mask)
 
   def env_prompt(self, seed: Mapping[str, jax.Array], stats: Mapping[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
     """Jittable: the env prompt of the module docstring per seed row, left-padded to env_prompt_len."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (get_config(arg) style), e.g. "
@@ -31,6 +31,8 @@ def format_summary(summary: dict) -> str:
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  if not flags.FLAGS["verbosity"].present:  # orbax logs every checkpoint step at INFO; keep the console to progress
+    logging.set_verbosity(logging.WARNING)
   config = _CONFIG.value
   from genenv_jax import sharding
   # Before any JAX computation: config.distributed=True, or JAX_NUM_PROCESSES > 1 from the launch environment.

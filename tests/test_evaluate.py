@@ -279,7 +279,7 @@ def test_workdir_checkpoint_end_to_end(capsys, monkeypatch, tmp_path, shared_dat
   config = get_config("smoke")
   config.agent.model = model_config(hidden=16, layers=1, heads=2, kv_heads=1, mlp=32)
   config.env.model = model_config(hidden=16, layers=1, heads=2, kv_heads=1, mlp=32)
-  config.domain.num_seeds, config.domain.num_heldout = 16, 8
+  config.domain.num_seeds, config.domain.num_heldout = 16, 16  # the held-out set spans all 10 levels
   config.pools.train_capacity, config.pools.env_capacity = 32, 32
   built = build_module.build(config)
   trained = built[1].replace(agent=jax.tree.map(lambda x: x + 1.0, built[1].agent))

@@ -173,17 +173,16 @@ class Coevolution:
     response_mask = out.mask * grouped.valid[:, None].astype(jnp.int32)
     batch = {"prompt_ids": grouped.prompt_ids, "prompt_mask": grouped.prompt_mask, "response": out.tokens,
              "response_mask": response_mask, "logp_old": out.logprobs, "adv": adv.reshape(-1)}
+    if s.agent_kl_coef > 0:
+      ref_model = nnx.merge(self.agent_graphdef, agent_ref)
+      batch["logp_ref"] = jax.lax.stop_gradient(response_logprobs(
+          ref_model, batch["prompt_ids"], batch["prompt_mask"], batch["response"], response_mask)[0])
 
     def loss_fn(params, b):
       model = nnx.merge(self.agent_graphdef, params)
       logp, entropy = response_logprobs(model, b["prompt_ids"], b["prompt_mask"], b["response"], b["response_mask"],
                                         with_entropy=True)
-      logp_ref = None
-      if s.agent_kl_coef > 0:  # the reference runs per mini-batch too, so its activations never span the whole batch
-        logp_ref = jax.lax.stop_gradient(response_logprobs(
-            nnx.merge(self.agent_graphdef, agent_ref), b["prompt_ids"], b["prompt_mask"], b["response"],
-            b["response_mask"])[0])
-      return grpo.grpo_loss(logp, b["logp_old"], logp_ref, b["adv"], b["response_mask"],
+      return grpo.grpo_loss(logp, b["logp_old"], b.get("logp_ref"), b["adv"], b["response_mask"],
                             clip_low=s.clip_low, clip_high=s.clip_high, kl_coef=s.agent_kl_coef,
                             kl_estimator=s.kl_estimator, entropy=entropy, entropy_coef=s.entropy_coef,
                             loss_agg_mode=s.loss_agg, max_len=float(s.agent_sampling.max_new_tokens))

@@ -43,6 +43,7 @@ class ModelConfig:
   param_dtype: str = "float32"
   dtype: str = "float32"
   remat: bool = False
+  attention: str = "naive"  # genenv_jax.models.attention.IMPLEMENTATIONS
   architecture: str = "LlamaForCausalLM"
   source_hf_config: str = ""  # the loaded config.json (JSON text), carried through to export
 

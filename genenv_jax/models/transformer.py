@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from genenv_jax.models.attention import attention
 from genenv_jax.models.config import ModelConfig, to_dtype
 from genenv_jax.sharding import constrain
 
@@ -128,24 +129,15 @@ class Attention(nnx.Module):
     k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
     if layer_cache is None:
       keys, values = k, v
-      query_slots = jnp.arange(t)
-      key_slots = jnp.arange(t)
     else:
       keys = jax.lax.dynamic_update_slice_in_dim(layer_cache["k"], k.astype(layer_cache["k"].dtype), cache_index, 2)
       values = jax.lax.dynamic_update_slice_in_dim(layer_cache["v"], v.astype(layer_cache["v"].dtype), cache_index, 2)
       layer_cache = {"k": keys, "v": values}
-      query_slots = cache_index + jnp.arange(t)
-      key_slots = jnp.arange(keys.shape[2])
       keys, values = keys.astype(dt), values.astype(dt)
 
-    b = keys.shape[0]
-    group = cfg.num_heads // cfg.num_kv_heads
-    qg = q.reshape(b, t, cfg.num_kv_heads, group, cfg.head_dim)
-    scores = jnp.einsum("btkgd,bksd->bkgts", qg, keys).astype(jnp.float32) / math.sqrt(cfg.head_dim)
-    allowed = (key_slots[None, None, :] <= query_slots[None, :, None]) & key_mask[:, None, :].astype(bool)  # [B,T,S]
-    scores = jnp.where(allowed[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(scores, axis=-1).astype(dt)
-    out = jnp.einsum("bkgts,bksd->btkgd", probs, values).reshape(b, t, cfg.num_heads * cfg.head_dim)
+    out = attention(q, keys, values, key_mask, 0 if cache_index is None else cache_index,
+                    kv_length=None if cache_index is None else cache_index + t,
+                    implementation=cfg.attention).reshape(x.shape[0], t, cfg.num_heads * cfg.head_dim)
     o_proj = self.o_proj[...].astype(dt).reshape(cfg.num_heads * cfg.head_dim, cfg.hidden_size)
     return dense(out, o_proj), layer_cache
 
@@ -207,6 +199,22 @@ class Transformer(nnx.Module):
     Without a cache, attention is causal over the T given tokens. With one, the T tokens are written at slots
     [index, index + T) and attend to every earlier real slot; positions continue from the real tokens in the cache.
     """
+    x, cache = self.hidden_states(input_ids, attention_mask, cache, positions, hidden_from=logits_from)
+    logits = dense(x, self.head_weight())
+    return constrain(logits.astype(jnp.float32), ("batch", "length", "vocab")), cache
+
+  def head_weight(self) -> jax.Array:
+    """The LM head [E, V] in the compute dtype (the embedding transposed when tied)."""
+    dt = to_dtype(self.config.dtype)
+    return self.embed[...].astype(dt).T if self.config.tie_word_embeddings else self.lm_head[...].astype(dt)
+
+  def hidden_states(self, input_ids: jax.Array, attention_mask: jax.Array, cache: Cache | None = None,
+                    positions: jax.Array | None = None, hidden_from: int = 0) -> tuple[jax.Array, Cache | None]:
+    """The final-normed hidden states [B, T - hidden_from, E] (compute dtype) that the LM head reads, and the cache.
+
+    logits = hidden_states(...) @ head_weight(); callers that chunk the head over the sequence (rl.logprobs) use the
+    two halves directly.
+    """
     cfg = self.config
     dt = to_dtype(cfg.dtype)
     attention_mask = attention_mask.astype(bool)
@@ -233,17 +241,12 @@ class Transformer(nnx.Module):
         x, layer_cache = block(x, positions, key_mask, inv_freq, layer_cache, index)
       new_layers.append(layer_cache)
 
-    if logits_from:
-      x = x[:, logits_from:, :]
+    if hidden_from:
+      x = x[:, hidden_from:, :]
     x = rms_norm(x, self.final_norm[...], cfg.rms_norm_eps)
-    if cfg.tie_word_embeddings:
-      logits = dense(x, self.embed[...].astype(dt).T)
-    else:
-      logits = dense(x, self.lm_head[...].astype(dt))
-    logits = constrain(logits.astype(jnp.float32), ("batch", "length", "vocab"))
     if cache is None:
-      return logits, None
-    return logits, {"layers": new_layers, "mask": key_mask, "index": index + input_ids.shape[1]}
+      return x, None
+    return x, {"layers": new_layers, "mask": key_mask, "index": index + input_ids.shape[1]}
 
 
 def init_cache(config: ModelConfig, batch_size: int, max_length: int, dtype: Any = None) -> Cache:

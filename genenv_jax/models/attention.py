@@ -1,0 +1,47 @@
+"""Causal grouped-query attention behind one function; the implementation is a config choice.
+
+softmax(q kᵀ / √d + mask) v (Vaswani et al. 2017), with num_heads query heads sharing num_kv_heads key/value heads
+(GQA, Ainslie et al. 2023). The mask is built from two small arrays, never passed in as [T, S]:
+  query t (at cache slot query_offset + t) sees key slot s  iff  s <= query_offset + t  and  key_mask[b, s].
+Left-padded prompts, right-padded responses and a partly filled KV cache are all expressed by `key_mask`.
+
+A query row that sees no key (a padding position) gets some finite output; callers never read it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+IMPLEMENTATIONS = ("naive",)
+
+
+def naive_attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array,
+                    query_offset: jax.Array | int) -> jax.Array:
+  """The reference: materialises the float32 scores [B, K, group, T, S]. q [B,T,N,D]; k, v [B,K,S,D]; -> [B,T,N,D]."""
+  b, t, n, d = q.shape
+  kv_heads, s = k.shape[1], k.shape[2]
+  group = n // kv_heads
+  qg = q.reshape(b, t, kv_heads, group, d)
+  scores = jnp.einsum("btkgd,bksd->bkgts", qg, k.astype(q.dtype)).astype(jnp.float32) / math.sqrt(d)
+  query_slots = query_offset + jnp.arange(t)
+  allowed = (jnp.arange(s)[None, None, :] <= query_slots[None, :, None]) & key_mask[:, None, :].astype(bool)
+  scores = jnp.where(allowed[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
+  probs = jax.nn.softmax(scores, axis=-1).astype(q.dtype)
+  return jnp.einsum("bkgts,bksd->btkgd", probs, v.astype(q.dtype)).reshape(b, t, n, d)
+
+
+def attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array, query_offset: jax.Array | int = 0,
+              *, kv_length: jax.Array | None = None, implementation: str = "naive") -> jax.Array:
+  """Attention of q [B, T, N, D] over k, v [B, K, S, D] (the KV cache's layout) -> [B, T, N, D] in q's dtype.
+
+  key_mask [B, S] marks slots holding real tokens; query_offset (an int32 scalar) is the cache slot of query 0;
+  kv_length (optional int32 scalar) promises that no slot >= kv_length holds a key, so an implementation may stop
+  reading there (decoding over a partly filled cache). Scores are scaled by 1/√D and softmaxed in float32.
+  """
+  del kv_length  # the naive reference reads every slot
+  if implementation == "naive":
+    return naive_attention(q, k, v, key_mask, query_offset)
+  raise ValueError(f"unknown attention implementation {implementation!r}; choose one of {IMPLEMENTATIONS}")

@@ -111,6 +111,10 @@ def test_require_names_dataset_file_and_fix(shared_data, tmp_path):
   (copy / "bamboogle" / "data.json").write_text("[]")
   with pytest.raises(data.DataMissingError, match=r"corrupt: .*bamboogle/data\.json does not match the sha256"):
     data.require(copy, ["bamboogle"])
+  with pytest.raises(data.DataMissingError) as e:  # every incomplete dataset, missing or corrupt, in one command
+    data.require(copy, ["tool_calling_seed", "bamboogle"])
+  assert "(tool_calling_seed) is missing" in str(e.value)
+  assert str(e.value).endswith(f"fetch tool_calling_seed bamboogle --data-dir {copy}")
   with pytest.raises(ValueError, match="unknown dataset 'nope'; the datasets are: api_bank"):
     data.require(copy, ["nope"])
 

@@ -172,25 +172,28 @@ def fetch_command(names: Iterable[str], data_dir: pathlib.Path) -> str:
 def require(data_dir: str | os.PathLike, names: Iterable[str]) -> pathlib.Path:
   """Checks that every file of the named datasets is present and intact; returns `data_dir` as a Path.
 
-  Raises DataMissingError naming the dataset, the first bad file, and the command that fixes it.
+  Raises DataMissingError naming the first dataset that fails, its first bad file, and the command that fetches every
+  named dataset that is not complete.
   """
   data_dir = pathlib.Path(data_dir)
   manifest = load_manifest()
+  problems = []  # (dataset, missing, corrupt) for each incomplete dataset
   for name in names:
     dataset = manifest.dataset(name)
     status = dataset_status(data_dir, dataset)
     missing = [p for p, s in status.items() if s == MISSING]
     corrupt = [p for p, s in status.items() if s == CORRUPT]
-    fix = fetch_command([name], data_dir)
-    if missing:
-      where = "" if data_dir.is_dir() else f" (the data directory {data_dir} does not exist)"
-      more = f" ({len(missing) - 1} more of its {len(dataset.files)} files are missing too)" if len(missing) > 1 else ""
-      raise DataMissingError(f"{dataset.title} data ({name}) is missing: {data_dir / missing[0]} not found{where}"
-                             f"{more}. Fetch it with: {fix}")
-    if corrupt:
-      path = data_dir / corrupt[0]
-      raise DataMissingError(f"{dataset.title} data ({name}) is corrupt: {path} does not match the sha256 in "
-                             f"genenv_jax/data/manifest.json ({len(corrupt)} such file(s)). Fetch it again with: "
-                             f"{fix} (the bad copies are moved to {data_dir / QUARANTINE})")
-  return data_dir
-
+    if missing or corrupt:
+      problems.append((dataset, missing, corrupt))
+  if not problems:
+    return data_dir
+  dataset, missing, corrupt = problems[0]
+  fix = fetch_command([d.name for d, _, _ in problems], data_dir)
+  if missing:
+    where = "" if data_dir.is_dir() else f" (the data directory {data_dir} does not exist)"
+    more = f" ({len(missing) - 1} more of its {len(dataset.files)} files are missing too)" if len(missing) > 1 else ""
+    raise DataMissingError(f"{dataset.title} data ({dataset.name}) is missing: {data_dir / missing[0]} not found"
+                           f"{where}{more}. Fetch it with: {fix}")
+  raise DataMissingError(f"{dataset.title} data ({dataset.name}) is corrupt: {data_dir / corrupt[0]} does not match "
+                         f"the sha256 in genenv_jax/data/manifest.json ({len(corrupt)} such file(s)). Fetch it again "
+                         f"with: {fix} (the bad copies are moved to {data_dir / QUARANTINE})")

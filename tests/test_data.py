@@ -27,7 +27,7 @@ from genenv_jax import data, evaluate
 from genenv_jax.data import fetch as fetching
 from genenv_jax.data import location
 from genenv_jax.data.__main__ import list_datasets, record_digests
-from genenv_jax.data.manifest import CORRUPT, MISSING, PRESENT, QUARANTINE, dataset_status, load_manifest
+from genenv_jax.data.manifest import MISSING, PRESENT, QUARANTINE, dataset_status, load_manifest
 
 SMALL = ("bamboogle", "api_bank")  # github-sourced datasets small enough to copy in every test
 
@@ -70,7 +70,8 @@ def test_resolver_order(monkeypatch, tmp_path):
 
 def test_product_code_never_names_the_shared_folder():
   pattern = re.compile(r"\.\./shared|shared/data")
-  hits = [f"{p.relative_to(PROJECT_ROOT)}:{n}" for top in ("genenv_jax", "configs") for p in (PROJECT_ROOT / top).rglob("*")
+  files = [p for top in ("genenv_jax", "configs") for p in (PROJECT_ROOT / top).rglob("*")]
+  hits = [f"{p.relative_to(PROJECT_ROOT)}:{n}" for p in files
           if p.is_file() and p.suffix in (".py", ".json", ".md", ".toml")
           for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
   assert hits == []
@@ -300,4 +301,5 @@ def test_entry_points_without_data_exit_2_with_the_fix(command, tmp_path):
   assert proc.returncode == 2, proc.stderr[-3000:]
   assert "Traceback" not in proc.stderr
   assert "Bamboogle data (bamboogle) is missing" in proc.stderr
-  assert f"python -m genenv_jax.data fetch bamboogle --data-dir {tmp_path / 'empty'}" in proc.stderr
+  # the bamboogle training domain also reads the TravelPlanner tables (its seed questions): one command fetches both
+  assert f"python -m genenv_jax.data fetch bamboogle travelplanner --data-dir {tmp_path / 'empty'}" in proc.stderr

@@ -3,8 +3,9 @@
 `arithmetic` is the embedded synthetic domain. The five benchmark training domains are `text_domain.TextDomain`
 over a task family: `api_bank`, `bfcl`, `bamboogle` (closed-book QA), `travelplanner` and `alfworld` (step level).
 Their settings: `data_dir` (empty: `genenv_jax.data.resolve_data_dir`'s default; the datasets in FAMILY_DATA must
-be there, else a DataMissingError naming the file and the fetch command), `num_seeds` (0 = every training task that fits), `num_heldout`, the four lengths
-and `spec_len` (bytes), `success_threshold`, plus the family options in FAMILY_OPTIONS. The tokenizer is the run's
+be there, else a DataMissingError naming the file and the fetch command), `num_seeds` (0 = every training task that
+fits), `num_heldout`, the four lengths and `spec_len` (bytes), `success_threshold`, plus the family options in
+FAMILY_OPTIONS. The tokenizer is the run's
 (`config.tokenizer`: an HF tokenizer directory, or empty for the shipped sentencepiece model with byte fallback).
 """
 

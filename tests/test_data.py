@@ -27,7 +27,8 @@ from genenv_jax import data, evaluate
 from genenv_jax.data import fetch as fetching
 from genenv_jax.data import location
 from genenv_jax.data.__main__ import list_datasets, record_digests
-from genenv_jax.data.manifest import MISSING, PRESENT, QUARANTINE, dataset_status, load_manifest
+from genenv_jax.data.manifest import (MANIFEST_PATH, MISSING, PRESENT, QUARANTINE, dataset_status, dump_manifest,
+                                      load_manifest)
 
 SMALL = ("bamboogle", "api_bank")  # github-sourced datasets small enough to copy in every test
 
@@ -95,6 +96,8 @@ def test_manifest_pins_every_file_of_the_real_data(shared_data):
   assert [line.split()[0:1] + line.split()[-4:-3] for line in list_datasets(m, [], shared_data)[1:]] == \
          [[name, "present"] for name in m.datasets]
   assert record_digests(m, shared_data) == m
+  # the file is in the canonical form that `manifest` writes (one line per file), so a regenerated one diffs cleanly
+  assert dump_manifest(m) == MANIFEST_PATH.read_text(encoding="utf-8")
 
 
 def test_require_names_dataset_file_and_fix(shared_data, tmp_path):

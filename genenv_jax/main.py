@@ -11,6 +11,7 @@ wrong type is rejected while the flags are parsed, before any work starts.
 from __future__ import annotations
 
 import os
+import sys
 
 from absl import app, flags, logging
 from ml_collections import config_flags
@@ -37,9 +38,14 @@ def main(argv) -> None:
   from genenv_jax import sharding
   # Before any JAX computation: config.distributed=True, or JAX_NUM_PROCESSES > 1 from the launch environment.
   sharding.maybe_initialize_distributed(config.get("distributed", False))
+  from genenv_jax.data import DataMissingError
   from genenv_jax.train import train  # imported after flag parsing: bad flags fail before JAX starts
   workdir = os.path.expanduser(_WORKDIR.value)
-  summary = train(config, workdir, log=lambda msg: print(msg, flush=True) if sharding.is_main_process() else None)
+  try:
+    summary = train(config, workdir, log=lambda msg: print(msg, flush=True) if sharding.is_main_process() else None)
+  except DataMissingError as e:  # names the dataset, the file and the fetch command
+    print(f"error: {e}", file=sys.stderr, flush=True)
+    sys.exit(2)
   if sharding.is_main_process():
     print(format_summary(summary), flush=True)
     print(f"summary: {os.path.join(workdir, 'summary.json')}; TensorBoard: tensorboard --logdir "

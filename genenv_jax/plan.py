@@ -325,7 +325,7 @@ def main(argv) -> None:
       result = plan_by_layers(_CONFIG.value, _DEVICES.value, _CHIP.value, layers, _USABLE.value)
     else:
       result = plan(_CONFIG.value, _DEVICES.value, _CHIP.value, _USABLE.value)
-  except ValueError as e:
+  except (ValueError, FileNotFoundError) as e:  # FileNotFoundError: also genenv_jax.data.DataMissingError
     print(f"plan: error: {e}", file=sys.stderr)
     sys.exit(2)
   if _JSON.value:

@@ -20,12 +20,16 @@ import pathlib  # noqa: E402
 import pytest  # noqa: E402
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+# The benchmark data the tests read: $GENENV_DATA when set, else the copy beside the project in ../shared/data. The
+# product resolves its data directory through GENENV_DATA too (genenv_jax.data.location), so both see the same copy.
+SHARED_DATA = pathlib.Path(os.environ.get("GENENV_DATA") or PROJECT_ROOT.parent / "shared" / "data")
+os.environ["GENENV_DATA"] = str(SHARED_DATA)
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> pathlib.Path:
-  """The real benchmark data in ../shared/data; tests that need it skip with a clear reason when it is absent."""
+  """The real benchmark data; tests that need it skip with a clear reason when it is absent."""
   if not SHARED_DATA.is_dir():
-    pytest.skip(f"benchmark data not found at {SHARED_DATA}; it lives beside the project in ../shared/data")
+    pytest.skip(f"benchmark data not found at {SHARED_DATA}; set GENENV_DATA, or fetch it there with: "
+                f"python -m genenv_jax.data fetch --data-dir {SHARED_DATA}")
   return SHARED_DATA

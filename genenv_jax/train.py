@@ -45,11 +45,13 @@ PROGRESS_KEYS = ("agent/reward_mean", "env/p_hat_mean", "env/band_frac", "env/di
 
 
 def evaluate_heldout(run: Run, eval_fn, agent_params) -> dict[str, Any]:
-  """Greedy accuracy on the held-out set, overall and per integer difficulty."""
+  """Greedy accuracy on the held-out set, overall and per integer difficulty, with the item count `n` and the per-item
+  0/1 `correct` scores (item order fixed by the held-out set, so two evaluations pair item by item for `stats`)."""
   rewards, difficulty = shd.to_host((eval_fn(agent_params, run.heldout), run.heldout.difficulty), run.mesh)
   correct = rewards >= run.coevolution.settings.success_threshold
   by_difficulty = {str(int(d)): float(correct[difficulty == d].mean()) for d in np.unique(difficulty)}
-  return {"accuracy": float(correct.mean()), "by_difficulty": by_difficulty}
+  return {"accuracy": float(correct.mean()), "by_difficulty": by_difficulty, "n": int(correct.size),
+          "correct": correct.astype(np.int8).ravel().tolist()}
 
 
 # ---- warm start --------------------------------------------------------------------------------------------------------

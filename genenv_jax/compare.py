@@ -1,6 +1,6 @@
 """The sweep report: per variant, mean ± standard deviation over seeds, and GenEnv minus each ablation with a CI.
 
-  python -m genenv_jax.compare DIR [--baseline=coevolve]
+  python -m genenv_jax.compare DIR [--baseline=VARIANT]
 
 Reads DIR/runs/VARIANT_sSEED/summary.json (genenv_jax.sweep) and writes DIR/report.md, DIR/report.json and PNG plots
 (matplotlib) DIR/report_*.png. Per variant:
@@ -176,15 +176,17 @@ def plot(report: dict[str, Any], workdir: str) -> dict[str, str]:
   return paths
 
 
-def build_report(workdir: str, baseline: str = "coevolve", n_boot: int = 2000) -> dict[str, Any]:
-  """The report dict (report.json) of the sweep in `workdir`."""
+def build_report(workdir: str, baseline: str | None = None, n_boot: int = 2000) -> dict[str, Any]:
+  """The report dict (report.json) of the sweep in `workdir`; baseline None = "coevolve" if it ran, else the first
+  variant in name order."""
   runs = load_runs(workdir)
+  baseline = baseline or ("coevolve" if "coevolve" in runs else sorted(runs)[0])
   return {"workdir": workdir, "baseline": baseline,
           "variants": {v: variant_figures(by_seed) for v, by_seed in runs.items()},
           "gaps": paired_gaps(runs, baseline, n_boot) if len(runs) > 1 else {}}
 
 
-def write_report(workdir: str, baseline: str = "coevolve", n_boot: int = 2000, plots: bool = True) -> str:
+def write_report(workdir: str, baseline: str | None = None, n_boot: int = 2000, plots: bool = True) -> str:
   """Writes report.json, report.md and the PNGs into `workdir`; returns the markdown."""
   report = build_report(workdir, baseline, n_boot)
   if plots:
@@ -197,12 +199,13 @@ def write_report(workdir: str, baseline: str = "coevolve", n_boot: int = 2000, p
   return text
 
 
-_BASELINE = flags.DEFINE_string("baseline", "coevolve", "the variant compared against every other (GenEnv)")
+_BASELINE = flags.DEFINE_string("baseline", None, "the variant compared against every other (GenEnv); default "
+                                "coevolve if it ran, else the first variant in name order")
 
 
 def main(argv) -> None:
   if len(argv) != 2:
-    raise app.UsageError("usage: python -m genenv_jax.compare DIR [--baseline=coevolve]")
+    raise app.UsageError("usage: python -m genenv_jax.compare DIR [--baseline=VARIANT]")
   print(write_report(os.path.expanduser(argv[1]), _BASELINE.value), flush=True)
 
 

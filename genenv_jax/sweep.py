@@ -7,7 +7,7 @@ Each run is `python -m genenv_jax.main --config=CONFIG:VARIANT --config.seed=SEE
 (a variant may compose override sets, e.g. smoke+random). A run whose summary.json has reached its total_steps is
 skipped; any other run is started again in its own workdir, so it resumes from its latest checkpoint (genenv_jax.train).
 Every run's TensorBoard directory is linked under DIR/tensorboard/VARIANT_sSEED, so `tensorboard --logdir DIR/tensorboard`
-overlays them. `--report` writes the comparison (genenv_jax.compare) when the runs are done.
+overlays them. `--report` writes the comparison (genenv_jax.compare, the first variant as the baseline) when the runs are done.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def link_tensorboard(workdir: str, spec: RunSpec) -> None:
 
 
 def format_eta(seconds: float) -> str:
-  seconds = max(0, int(round(seconds)))
+  seconds = max(0, round(seconds))
   return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
@@ -142,7 +142,7 @@ def main(argv) -> None:
   failed = sorted(k for k, c in codes.items() if c != 0)
   if _REPORT.value:
     from genenv_jax import compare
-    print(compare.write_report(workdir), flush=True)
+    print(compare.write_report(workdir, baseline=specs[0].variant), flush=True)
   if failed:
     sys.exit(f"sweep: {len(failed)} run(s) failed: {', '.join(failed)} (rerun the same command to resume them)")
 

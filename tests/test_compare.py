@@ -15,7 +15,7 @@ def fake_summary(seed, acc_first, acc_last, p_hat, n=300, order_seed=100):
   # inside another's (a consistent gap); a different order_seed scatters them (item noise)
   order = np.random.default_rng(order_seed + seed).permutation(n)
   correct = np.zeros(n, int)
-  correct[order[: int(round(acc_last * n))]] = 1
+  correct[order[: round(acc_last * n)]] = 1
   steps = [{"step": t, "p_hat_mean": p + 0.01 * rng.standard_normal(), "difficulty_mean": 3 + 0.01 * t,
             "band_frac": 0.2} for t, p in zip(range(1, 9), p_hat)]
   evals = [{"step": 0, "accuracy": acc_first, "n": n, "by_difficulty": {"2": acc_first, "3": acc_first}},

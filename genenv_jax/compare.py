@@ -180,7 +180,7 @@ def build_report(workdir: str, baseline: str | None = None, n_boot: int = 2000) 
   """The report dict (report.json) of the sweep in `workdir`; baseline None = "coevolve" if it ran, else the first
   variant in name order."""
   runs = load_runs(workdir)
-  baseline = baseline or ("coevolve" if "coevolve" in runs else sorted(runs)[0])
+  baseline = baseline or ("coevolve" if "coevolve" in runs else min(runs))
   return {"workdir": workdir, "baseline": baseline,
           "variants": {v: variant_figures(by_seed) for v, by_seed in runs.items()},
           "gaps": paired_gaps(runs, baseline, n_boot) if len(runs) > 1 else {}}

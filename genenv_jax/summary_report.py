@@ -11,7 +11,8 @@ Rules (pure functions of the summary dict that `train.train` writes; nothing her
   start / end of a per-step figure = the mean over the first / last quarter of the logged steps (at least one row);
   (a) shown when the end mean is inside the band |p̂ - α| <= k_min and at least `stay_frac` (default 0.8) of the
       logged steps in the later half have their p̂ inside it ("stays there"); `moved` says whether it started outside;
-  (b) shown when end - start > 2 SE, SE = sqrt(var_start / w + var_end / w) over the two quarter windows of w steps;
+  (b) shown when end - start > 2 SE, SE = sqrt(var_start / w + var_end / w) over the two quarter windows of w >= 2
+      steps (fewer than 8 logged steps give no noise estimate: not shown);
   (c) shown when the gain g = last - first held-out accuracy exceeds 2 SE, SE = sqrt(p1 (1-p1) / n + p2 (1-p2) / n)
       on n items (`stats.gain_se`), or, when the evaluations carry per-item `correct` scores, when the paired
       bootstrap 95% CI of g over the items excludes 0 (`stats.paired_difference`); and the later-half mean is above
@@ -117,8 +118,10 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
                                 "holds": inside(end) and late_frac >= stay_frac - 1e-9}
   d = window_gain([r["difficulty_mean"] for r in steps if "difficulty_mean" in r])
   if d is not None:
-    out["b_difficulty_rises"] = {**d, "test": f"end - start > {N_SE:g} SE of the quarter-window means",
-                                 "holds": d["gain"] > N_SE * d["se"] and d["gain"] > 0}
+    enough = d["window"] >= 2  # a one-step window has no variance: no noise estimate, so no verdict
+    out["b_difficulty_rises"] = {**d, "test": f"end - start > {N_SE:g} SE of the quarter-window means" if enough
+                                 else "under 8 logged steps: no noise estimate, cannot be shown",
+                                 "holds": enough and d["gain"] > N_SE * d["se"] and d["gain"] > 0}
   if evals:
     acc = [float(e["accuracy"]) for e in evals]
     later = acc[len(acc) // 2:] if len(acc) > 1 else acc

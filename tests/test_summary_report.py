@@ -91,3 +91,5 @@ def test_window_gain_noise():
   s = make_summary(p_hat=[0.5] * 8, difficulty=flat_noisy, accuracy=[0.5, 0.5])
   assert not phenomena(s)["b_difficulty_rises"]["holds"]
   assert window_gain([]) is None
+  short = make_summary(p_hat=[0.5] * 4, difficulty=[1, 2, 3, 4], accuracy=[0.5, 0.5])  # windows of one step
+  assert not phenomena(short)["b_difficulty_rises"]["holds"]

@@ -198,19 +198,22 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
                               max_to_keep=config.max_checkpoints)
   latest = checkpointer.latest_step()
   summary = Summary(workdir_path(workdir, "summary.json"), config, latest)
+  eval_fn = jax.jit(run.coevolution.evaluate)
   if latest is not None:
     state, _ = checkpointer.restore(latest, state)
     log(f"resumed from the checkpoint at step {latest} in {checkpointer.directory}")
   else:
+    with jax.set_mesh(run.mesh):  # the held-out accuracy before any training: what the warm start itself adds
+      before = evaluate_heldout(run, eval_fn, state.agent)
+    log(f"held-out accuracy before the warm start: {before['accuracy']:.3f}")
     t0 = time.time()
     state = warm_start(run, state, config, log)
     if config.mode == "static":
       state = static_augmentation(run, state, config.pools.static_rounds)
-    summary.data["warm_start"] = {"seconds": time.time() - t0}
+    summary.data["warm_start"] = {"seconds": time.time() - t0, "heldout_accuracy_before": before["accuracy"]}
 
   writer = MetricsWriter(workdir_path(workdir, "tensorboard"))  # process 0 writes; a remote logdir is synced
   step_fn = run.coevolution.jit_step(run.state_shardings)
-  eval_fn = jax.jit(run.coevolution.evaluate)
   start = int(jax.device_get(state.step))
   progress = ProgressLine(config.total_steps, every=config.log_every, keys=PROGRESS_KEYS, start_step=start)
 

@@ -1,4 +1,4 @@
-"""Chunked log-probs and entropy against the unchunked computation; the policy's log-probs at the sampling temperature."""
+"""Chunked log-probs and entropy against the unchunked computation; the policy at the sampling temperature."""
 
 import jax
 import jax.numpy as jnp
@@ -50,7 +50,7 @@ def test_chunked_matches_unchunked_values_and_gradients(chunk, temperature):
   np.testing.assert_allclose(got[1], want[1], atol=1e-5, rtol=1e-5)
   (val_c, grads_c), (val_n, grads_n) = jax.jit(objective(chunked))(hidden, head), objective(naive)(hidden, head)
   np.testing.assert_allclose(val_c, val_n, rtol=1e-5)
-  for gc, gn in zip(grads_c, grads_n):
+  for gc, gn in zip(grads_c, grads_n, strict=True):
     np.testing.assert_allclose(gc, gn, atol=1e-5, rtol=1e-5)
 
 

@@ -34,6 +34,7 @@ from typing import Callable, Sequence
 
 from genenv_jax.domains import qa_metrics
 from genenv_jax.domains.benchmark import EvalItem, ItemResult, Message
+from genenv_jax.domains.source_scan import remove_tag_blocks, tag_contents, tag_spans
 
 SearchFn = Callable[[str], str]
 GenerateFn = Callable[[Sequence[Message]], str]
@@ -52,10 +53,7 @@ SYSTEM_PROMPT_SEARCH = (
     "answer, give only the final short answer (a name, date, number or short phrase) between <answer> and </answer>, "
     "for example <answer>Paris</answer>.")
 
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
 _ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
-_RESULT_BLOCK = re.compile(r"<result>.*?(?:</result>|$)", re.IGNORECASE | re.DOTALL)
-_SEARCH_TAG = re.compile(r"<search>(.*?)</search>", re.IGNORECASE | re.DOTALL)
 _ANSWER_LINE = re.compile(r"^\s*(?:final\s+)?answer\s*[:：]\s*(.*?)\s*$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -69,13 +67,13 @@ def extract_answer(output: str) -> str | None:
   """The model's final answer by the module's rules (answer tag > `Answer:` line > last line), or None."""
   if not isinstance(output, str) or not output.strip():
     return None
-  tagged = _ANSWER_TAG.findall(output)
+  tagged = tag_contents(output, "<answer>", "</answer>", ignore_case=True)
   last_open = [m.end() for m in _ANSWER_OPEN.finditer(output)]
   if last_open and "</answer>" not in output[last_open[-1]:].lower():
     return _clean(output[last_open[-1]:])
   if tagged:
     return _clean(tagged[-1])
-  text = _RESULT_BLOCK.sub("\n", output)
+  text = remove_tag_blocks(output, "<result>", "</result>", ignore_case=True, to_end=True, replacement="\n")
   lines = _ANSWER_LINE.findall(text)
   if lines:
     return _clean(lines[-1])
@@ -83,15 +81,20 @@ def extract_answer(output: str) -> str | None:
   return _clean(non_empty[-1]) if non_empty else None
 
 
+def _search_span(reply: str) -> tuple[int, int, int, int] | None:
+  spans = tag_spans(reply, "<search>", "</search>", ignore_case=True)
+  return spans[0] if spans else None
+
+
 def extract_search_query(reply: str) -> str | None:
   """The query of the first `<search>...</search>` in a reply that has no `<answer>` before it, else None."""
-  match = _SEARCH_TAG.search(reply)
-  if match is None:
+  span = _search_span(reply)
+  if span is None:
     return None
-  answer = _ANSWER_OPEN.search(reply)
-  if answer is not None and answer.start() < match.start():
+  answer = _ANSWER_OPEN.search(reply, 0, span[0])
+  if answer is not None:
     return None
-  query = match.group(1).strip()
+  query = reply[span[1]:span[2]].strip()
   return query or None
 
 
@@ -113,7 +116,7 @@ def run_search_loop(generate_fn: GenerateFn, messages: Sequence[Message], search
     if query is None:
       turns.append(reply)
       break
-    cut = reply[:_SEARCH_TAG.search(reply).end()]
+    cut = reply[:_search_span(reply)[3]]
     turns.append(cut)
     result = search_fn(query)
     history += [{"role": "assistant", "content": cut}, {"role": "user", "content": f"<result>{result}</result>"}]

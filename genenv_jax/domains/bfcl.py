@@ -51,6 +51,7 @@ LIVE_AST = ("live_simple", "live_multiple", "live_parallel", "live_parallel_mult
 IRRELEVANCE = ("irrelevance", "live_irrelevance")
 RELEVANCE = ("live_relevance",)
 MULTI_TURN = ("multi_turn_long_context",)
+MODES = ("official", "lenient")
 CATEGORIES = NON_LIVE_AST + IRRELEVANCE[:1] + LIVE_AST + IRRELEVANCE[1:] + RELEVANCE + MULTI_TURN
 UNSATISFIABLE = {  # item id -> why no output passes (possible_answer errors in bfcl-eval 2026.3.23)
     "live_simple_106-63-0": "required array parameters whose allowed-value lists are empty",
@@ -167,6 +168,7 @@ class BfclBenchmark:
   """BFCL v4 AST, relevance and per-turn long-context categories (see the module docstring)."""
 
   prompt_style: str = "bfcl"
+  mode: str = "official"
   name: str = dataclasses.field(default="bfcl", init=False)
 
   def __post_init__(self):

@@ -43,6 +43,7 @@ from typing import Any, Mapping
 from genenv_jax.domains import bfcl
 from genenv_jax.domains.bfcl_checker import PYTHON_TYPES, check_ast, check_call
 from genenv_jax.domains.bfcl_prompts import build_messages, render_calls
+from genenv_jax.domains.source_scan import tag_contents
 from genenv_jax.domains.text_domain import ParsedTask
 from genenv_jax.domains.tool_calls import ToolCall, format_python_calls, parse_json_tool_calls, parse_python_calls
 
@@ -53,7 +54,6 @@ TYPE_MAP = {"string": "string", "str": "string", "int": "integer", "integer": "i
             "list": "array", "dict": "dict", "object": "dict"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _TOOL = re.compile(r"^\d+\. Name: (.+)\nDescription: (.*)\nParameters: (.*)$", re.MULTILINE)
-_USER = re.compile(r"<user>(.*?)</user>", re.DOTALL)
 
 
 def write_task(functions: list[dict[str, Any]], question: str, calls: list[ToolCall]) -> str:
@@ -68,7 +68,7 @@ def _identifier(name: str) -> str:
 
 def _record_task(record: Mapping[str, Any]) -> str | None:
   """One rlla_sft record as an env text, or None when it is not a single-turn task with typed, listed calls."""
-  users = _USER.findall(record["input"])
+  users = tag_contents(record["input"], "<user>", "</user>")
   calls = parse_json_tool_calls(record["output"], last_only=True)
   if len(users) != 1 or not users[0].strip() or not 1 <= len(calls) <= MAX_CALLS:
     return None

@@ -30,10 +30,9 @@ import operator
 import re
 from typing import Any, Iterable, Mapping
 
-from genenv_jax.domains.source_scan import bracket_end, keyword_pieces, split_top_level, unquote
+from genenv_jax.domains.source_scan import (bracket_end, keyword_pieces, remove_tag_blocks, safe_literal_eval,
+                                            split_top_level, tag_contents, unquote)
 
-_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 _FENCE = re.compile(r"^```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)\n?```$", re.DOTALL)
 _API_REQUEST = re.compile(r"API-Request:[ \t]*(.*)")
 _REQUEST_CALL = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*\((.*)\)\s*$", re.DOTALL)
@@ -69,7 +68,7 @@ def strip_reasoning(text: str) -> str:
   """
   if not isinstance(text, str):
     return ""
-  text = _THINK.sub("", text)
+  text = remove_tag_blocks(text, "<think>", "</think>", to_end=True)
   if "</think>" in text:
     text = text.rsplit("</think>", 1)[1]
   return text.strip()
@@ -82,7 +81,7 @@ def tool_call_blocks(text: str, last_only: bool = False) -> list[str]:
   """The contents of the closed `<tool_call>...</tool_call>` blocks of `text` (only the last with `last_only`)."""
   if not isinstance(text, str):
     return []
-  blocks = _BLOCK.findall(text)
+  blocks = tag_contents(text, "<tool_call>", "</tool_call>")
   return blocks[-1:] if last_only else blocks
 
 
@@ -294,8 +293,8 @@ def _request_value(raw: str) -> Any:
     return quoted
   if raw[:1] in "[{":
     try:
-      return ast.literal_eval(raw)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+      return safe_literal_eval(raw)
+    except ValueError:
       return raw
   return raw
 

@@ -5,8 +5,8 @@ A plan is a non-empty list of day objects in the format of the benchmark's annot
 "lunch", "dinner", "accommodation", values as in the gold plans ('-' for nothing). `parse_plan` looks, in order, at:
 1. fenced code blocks (```json ... ``` or ``` ... ```), last first;
 2. every '[' in the text, decoding one JSON value from there (`json.JSONDecoder.raw_decode`), first first;
-3. the span from the first '[' to the last ']' as a Python literal (`ast.literal_eval`), the format the gold plans
-   ship in (single-quoted strings).
+3. the span from the first '[' to the last ']' as a Python literal (`source_scan.safe_literal_eval`), the format the
+   gold plans ship in (single-quoted strings).
 The first candidate that is a non-empty list of dicts (or a dict whose "plan" is one) is the plan. Anything else
 returns None: the plan is not delivered (the official evaluator's `if tested_plan['plan']`), which scores 0.
 Values are kept as given (the checks fail, never raise, on ill-typed fields).
@@ -14,10 +14,11 @@ Values are kept as given (the checks fail, never raise, on ill-typed fields).
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from typing import Any
+
+from genenv_jax.domains.source_scan import safe_literal_eval
 
 _FENCE = re.compile(r"```[ \t]*(?:json|python|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
 _MAX_BRACKET_STARTS = 64
@@ -38,8 +39,8 @@ def _decode(text: str) -> Any:
   except (ValueError, RecursionError):
     pass
   try:
-    return ast.literal_eval(text)
-  except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+    return safe_literal_eval(text)
+  except ValueError:
     return None
 
 

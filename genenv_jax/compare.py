@@ -199,8 +199,12 @@ def write_report(workdir: str, baseline: str | None = None, n_boot: int = 2000, 
   return text
 
 
-_BASELINE = flags.DEFINE_string("baseline", None, "the variant compared against every other (GenEnv); default "
-                                "coevolve if it ran, else the first variant in name order")
+def _define_flags() -> None:
+  """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
+  another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
+  global _BASELINE
+  _BASELINE = flags.DEFINE_string("baseline", None, "the variant compared against every other (GenEnv); default "
+                                  "coevolve if it ran, else the first variant in name order")
 
 
 def main(argv) -> None:
@@ -210,4 +214,5 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

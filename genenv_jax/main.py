@@ -16,11 +16,15 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (get_config(arg) style), e.g. "
-                                          "configs/default.py or configs/default.py:smoke.", lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints, TensorBoard events and summary.json "
-                               "(a restart with the same workdir resumes).")
-flags.mark_flags_as_required(["config", "workdir"])
+def _define_flags() -> None:
+  """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
+  another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
+  global _CONFIG, _WORKDIR
+  _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (get_config(arg) style), e.g. "
+                                            "configs/default.py or configs/default.py:smoke.", lock_config=True)
+  _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints, TensorBoard events and summary.json "
+                                 "(a restart with the same workdir resumes).")
+  flags.mark_flags_as_required(["config", "workdir"])
 
 
 def format_summary(summary: dict) -> str:
@@ -53,4 +57,5 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

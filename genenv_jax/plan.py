@@ -38,24 +38,28 @@ import time
 from absl import app, flags
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (get_config(arg) style), e.g. "
-                                          "configs/qwen2_5_7b.py:v5p-64.", lock_config=True)
-_DEVICES = flags.DEFINE_integer("devices", None, "Number of (fake CPU) devices of the virtual mesh, one per chip "
-                                "(default: the chips of the config's slice; v5p-64 = 32 chips).")
-_CHIP = flags.DEFINE_string("chip", None, "TPU chip for the time and fit estimates: v4, v5e, v5p or v6e (default: "
-                            "the config's slice).")
-_USABLE = flags.DEFINE_float("usable_fraction", 0.9, "Fraction of HBM a program may use and still 'fit'.")
-_JSON = flags.DEFINE_string("json", None, "Also write the figures as JSON to this path.")
-_LAYERS = flags.DEFINE_list("layers", None, "Two small layer counts, e.g. 2,4: compile the step with both models "
-                             "cut to each and extrapolate the memory figures linearly to the real layer count (a "
-                             "cross-check, or for programs too slow to compile here; see plan_by_layers).")
-_FAST = flags.DEFINE_boolean("fast_compile", True, "Skip LLVM optimisation in the CPU compile "
-                             "(--xla_backend_optimization_level=0): same buffers, much shorter compile.")
-_NOCOMPILE = flags.DEFINE_boolean("nocompile", False, "Analytic figures only: no lowering, no compile, no domain "
-                                  "build (the fit is then judged on the analytic memory estimate).")
-_ATTENTION = flags.DEFINE_string("attention", None, "Attention implementation for both models, overriding "
-                                 "model.attention: naive, blockwise, splash, cudnn or auto.")
-flags.mark_flags_as_required(["config"])
+def _define_flags() -> None:
+  """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
+  another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
+  global _CONFIG, _DEVICES, _CHIP, _USABLE, _JSON, _LAYERS, _FAST, _NOCOMPILE, _ATTENTION
+  _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (get_config(arg) style), e.g. "
+                                            "configs/qwen2_5_7b.py:v5p-64.", lock_config=True)
+  _DEVICES = flags.DEFINE_integer("devices", None, "Number of (fake CPU) devices of the virtual mesh, one per chip "
+                                  "(default: the chips of the config's slice; v5p-64 = 32 chips).")
+  _CHIP = flags.DEFINE_string("chip", None, "TPU chip for the time and fit estimates: v4, v5e, v5p or v6e (default: "
+                              "the config's slice).")
+  _USABLE = flags.DEFINE_float("usable_fraction", 0.9, "Fraction of HBM a program may use and still 'fit'.")
+  _JSON = flags.DEFINE_string("json", None, "Also write the figures as JSON to this path.")
+  _LAYERS = flags.DEFINE_list("layers", None, "Two small layer counts, e.g. 2,4: compile the step with both models "
+                               "cut to each and extrapolate the memory figures linearly to the real layer count (a "
+                               "cross-check, or for programs too slow to compile here; see plan_by_layers).")
+  _FAST = flags.DEFINE_boolean("fast_compile", True, "Skip LLVM optimisation in the CPU compile "
+                               "(--xla_backend_optimization_level=0): same buffers, much shorter compile.")
+  _NOCOMPILE = flags.DEFINE_boolean("nocompile", False, "Analytic figures only: no lowering, no compile, no domain "
+                                    "build (the fit is then judged on the analytic memory estimate).")
+  _ATTENTION = flags.DEFINE_string("attention", None, "Attention implementation for both models, overriding "
+                                   "model.attention: naive, blockwise, splash, cudnn or auto.")
+  flags.mark_flags_as_required(["config"])
 
 # Architectures of known checkpoints (from their config.json), so plan never needs the files.
 KNOWN_MODELS = {
@@ -171,13 +175,14 @@ def workload_of(config, lengths=None):
 def planning_domain(config):
   """(config, note): a benchmark domain whose data directory is missing becomes the arithmetic domain padded to the
   same four lengths (same compiled shapes), with a note saying so; any other config is returned as it is."""
-  from genenv_jax.domains.registry import TEXT_DOMAINS
-  from genenv_jax.domains.text_domain import resolve_data_dir
+  from genenv_jax.data import resolve_data_dir
+  from genenv_jax.data.manifest import require
+  from genenv_jax.domains.registry import FAMILY_DATA, TEXT_DOMAINS
   d = config.domain
   if d.name not in TEXT_DOMAINS:
     return config, None
   try:
-    resolve_data_dir(d.get("data_dir", "") or None)
+    require(resolve_data_dir(d.get("data_dir", "") or None), FAMILY_DATA[d.name])
     return config, None
   except FileNotFoundError as e:
     note = (f"{e}; planned as the arithmetic domain padded to the {d.name} lengths (the compiled step has the same "
@@ -530,4 +535,5 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

@@ -23,13 +23,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 from absl import app, flags
 
-_CONFIG = flags.DEFINE_string("config", None, "config file, e.g. configs/default.py (variants are appended as :VARIANT)")
-_VARIANTS = flags.DEFINE_list("variants", ["coevolve", "random", "static", "grpo"], "variants of the config")
-_SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "seeds (config.seed)")
-_WORKDIR = flags.DEFINE_string("workdir", None, "sweep directory: runs/, tensorboard/, report files")
-_JOBS = flags.DEFINE_integer("jobs", 1, "runs at once (each is its own process)")
-_REPORT = flags.DEFINE_boolean("report", False, "write the comparison report (genenv_jax.compare) at the end")
-_DRY_RUN = flags.DEFINE_boolean("dry_run", False, "print the runs and their state; run nothing")
+def _define_flags() -> None:
+  """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
+  another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
+  global _CONFIG, _VARIANTS, _SEEDS, _WORKDIR, _JOBS, _REPORT, _DRY_RUN
+  _CONFIG = flags.DEFINE_string("config", None, "config file, e.g. configs/default.py (variants are appended as :VARIANT)")
+  _VARIANTS = flags.DEFINE_list("variants", ["coevolve", "random", "static", "grpo"], "variants of the config")
+  _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "seeds (config.seed)")
+  _WORKDIR = flags.DEFINE_string("workdir", None, "sweep directory: runs/, tensorboard/, report files")
+  _JOBS = flags.DEFINE_integer("jobs", 1, "runs at once (each is its own process)")
+  _REPORT = flags.DEFINE_boolean("report", False, "write the comparison report (genenv_jax.compare) at the end")
+  _DRY_RUN = flags.DEFINE_boolean("dry_run", False, "print the runs and their state; run nothing")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,4 +152,5 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

@@ -31,7 +31,7 @@ Hyper-parameters and where they come from (GenEnv, arXiv 2512.19682, and its off
   Env KL to its initial model 0.001 and a per-update KL cap of 0.05 (scaled): the env must keep pace with the agent
   (DESIGN.md, "The env can lag the agent"), so the pull back is weak and the cap guards stability.
   Each step: 32 env tasks + 16 replayed from D_train (half base seeds), G = 10 rollouts each.
-The end-of-run summary (genenv_jax/summary_report.py) states whether the three phenomena showed, with numbers.
+The end-of-run summary (genenv_jax/reporting/summary_report.py) states whether the three phenomena showed, with numbers.
 """
 
 import ml_collections

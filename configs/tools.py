@@ -1,7 +1,7 @@
 """The benchmark training domains with tiny random models: a few co-evolution steps on a CPU.
 
 Variants (`--config=configs/tools.py:NAME`): api_bank (the default), bfcl, bamboogle, travelplanner, alfworld, each
-the training domain of that benchmark (`genenv_jax/domains/registry.py`, `text_domain.py`, `*_tasks.py`), on the
+the training domain of that benchmark (`genenv_jax/benchmarks/registry.py`, `text_domain.py`, `*_tasks.py`), on the
 benchmark data (`python -m genenv_jax.data fetch NAME`; `--config.domain.data_dir`, else $GENENV_DATA, else
 ~/.cache/genenv_jax/data). The tokenizer is the shipped sentencepiece model (byte fallback, so any text round-trips;
 `--config.tokenizer=HF_DIR` for a model's own), whose 512 pieces make long texts: the lengths below are in its

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from absl import app, flags
 
-from genenv_jax import stats
-from genenv_jax.summary_report import phenomena
+from genenv_jax.reporting import stats
+from genenv_jax.reporting.summary_report import phenomena
 
 TRAJECTORIES = {"p_hat_mean": "mean p̂ on generated tasks", "difficulty_mean": "generated-task difficulty",
                 "band_frac": "fraction of tasks in the α band"}

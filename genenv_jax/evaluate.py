@@ -3,11 +3,11 @@
   python -m genenv_jax.evaluate --benchmark NAME (--model HF_DIR | --workdir RUN | --agent oracle|null |
                                 --predictions FILE) [--split S] [--limit N] [--output results.jsonl] ...
 
-NAME is one of `genenv_jax.domains.benchmarks.BENCHMARKS` (api_bank, bfcl, bamboogle, travelplanner, alfworld).
+NAME is one of `genenv_jax.benchmarks.evaluators.BENCHMARKS` (api_bank, bfcl, bamboogle, travelplanner, alfworld).
 `--model` loads an HF Llama/Qwen2 directory (tokenizer from the same directory, or `--tokenizer`); `--workdir` the
 agent of a training run at its latest checkpoint, with the run's tokenizer. Generation is our own sampler
-(`genenv_jax.sampling.generate`), `--batch-size` prompts at a time, greedy unless `--temperature` > 0; see
-`genenv_jax.agents` for the prompt pipeline and for `--max-prompt-tokens` / `--overlong` (default: cut overlong
+(`genenv_jax.sampling.sampler.generate`), `--batch-size` prompts at a time, greedy unless `--temperature` > 0; see
+`genenv_jax.evaluation.agents` for the prompt pipeline and for `--max-prompt-tokens` / `--overlong` (default: cut overlong
 prompts from the left, and report how many were cut).
 
 `--limit N` is passed to the benchmark's `load_items`: api_bank and bfcl apply it per split (level / category) when no
@@ -37,8 +37,8 @@ import time
 from typing import Any, Mapping, Sequence, TextIO
 
 from genenv_jax import data
-from genenv_jax.domains.benchmark import EvalItem, ItemResult
-from genenv_jax.domains.benchmarks import benchmark_names, benchmark_note, make_benchmark
+from genenv_jax.tasks.benchmark import EvalItem, ItemResult
+from genenv_jax.benchmarks.evaluators import benchmark_names, benchmark_note, make_benchmark
 
 COUNT_SUFFIXES = ("/n", "/correct")
 
@@ -126,7 +126,7 @@ def parse_mesh(text: str) -> dict[str, int]:
 
 def make_agent(args: argparse.Namespace, benchmark: Any) -> tuple[Any, dict[str, Any]]:
   """The agent the flags ask for, and what to record about it in the metrics file."""
-  from genenv_jax import agents  # pylint: disable=import-outside-toplevel (JAX starts only when needed)
+  from genenv_jax.evaluation import agents  # pylint: disable=import-outside-toplevel (JAX starts only when needed)
 
   if args.agent:
     return agents.reference_agent(args.agent, benchmark), {"agent": args.agent}
@@ -140,7 +140,7 @@ def make_agent(args: argparse.Namespace, benchmark: Any) -> tuple[Any, dict[str,
     tokenizer = agents.resolve_tokenizer(args.model, args.tokenizer)
     mesh = None
     if args.mesh:
-      from genenv_jax.sharding import make_mesh  # pylint: disable=import-outside-toplevel
+      from genenv_jax.parallel.sharding import make_mesh  # pylint: disable=import-outside-toplevel
       mesh = make_mesh(parse_mesh(args.mesh))
     model = agents.load_model(args.model, dtype=args.dtype, mesh=mesh)
     about = {"agent": "model", "model": str(args.model)}
@@ -164,7 +164,7 @@ class Progress:
   last: float = -1e9
 
   def update(self, done: int, correct: int, final: bool = False) -> None:
-    from genenv_jax.metrics import format_duration  # pylint: disable=import-outside-toplevel
+    from genenv_jax.training.metrics import format_duration  # pylint: disable=import-outside-toplevel
 
     now = time.monotonic()
     if self.stream is None or not (final or (done < self.total and now - self.last >= self.every)):
@@ -198,7 +198,7 @@ def run_items(benchmark: Any, items: Sequence[EvalItem], respond, batch_size: in
 def run_episodes_mode(args: argparse.Namespace, data_dir: pathlib.Path, stream: TextIO | None
                       ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
   """ALFWorld whole games: rows (id, split, correct = won, score, detail), the report summary, agent info."""
-  from genenv_jax.domains import alfworld  # pylint: disable=import-outside-toplevel
+  from genenv_jax.benchmarks.alfworld import evaluator as alfworld  # pylint: disable=import-outside-toplevel
 
   if args.predictions:
     raise ValueError("--predictions cannot be scored with --episodes: episodes need a live agent")
@@ -275,7 +275,7 @@ def run_items_mode(args: argparse.Namespace, benchmark: Any, data_dir: pathlib.P
   items = benchmark.load_items(str(data_dir), args.split, args.limit)
   progress = Progress(args.benchmark, len(items), stream)
   if args.predictions:
-    from genenv_jax.agents import Reply  # pylint: disable=import-outside-toplevel
+    from genenv_jax.evaluation.agents import Reply  # pylint: disable=import-outside-toplevel
 
     outputs, missing = match_predictions(items, read_predictions(args.predictions), args.predictions)
     texts = iter(outputs)

@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--out", required=True, help="the HF checkpoint directory to write")
   parser.add_argument("--model", choices=("agent", "env"), default="agent")
   args = parser.parse_args(argv)
-  from genenv_jax.agents import load_workdir  # pylint: disable=import-outside-toplevel
+  from genenv_jax.evaluation.agents import load_workdir  # pylint: disable=import-outside-toplevel
   from genenv_jax.models.hf import save_hf  # pylint: disable=import-outside-toplevel
   try:
     model, tokenizer, step = load_workdir(args.workdir, which=args.model)

@@ -28,8 +28,8 @@ def _define_flags() -> None:
 
 
 def format_summary(summary: dict) -> str:
-  """The end-of-run report: the paper's three phenomena with their numbers (genenv_jax.summary_report)."""
-  from genenv_jax.summary_report import format_report
+  """The end-of-run report: the paper's three phenomena with their numbers (genenv_jax.reporting.summary_report)."""
+  from genenv_jax.reporting.summary_report import format_report
   return format_report(summary)
 
 
@@ -39,11 +39,11 @@ def main(argv) -> None:
   if not flags.FLAGS["verbosity"].present:  # orbax logs every checkpoint step at INFO; keep the console to progress
     logging.set_verbosity(logging.WARNING)
   config = _CONFIG.value
-  from genenv_jax import sharding
+  from genenv_jax.parallel import sharding
   # Before any JAX computation: config.distributed=True, or JAX_NUM_PROCESSES > 1 from the launch environment.
   sharding.maybe_initialize_distributed(config.get("distributed", False))
   from genenv_jax.data import DataMissingError
-  from genenv_jax.train import train  # imported after flag parsing: bad flags fail before JAX starts
+  from genenv_jax.training.loop import train  # imported after flag parsing: bad flags fail before JAX starts
   workdir = os.path.expanduser(_WORKDIR.value)
   try:
     summary = train(config, workdir, log=lambda msg: print(msg, flush=True) if sharding.is_main_process() else None)

@@ -83,7 +83,7 @@ def known_model_name(name: str) -> str | None:
 def resolve_model(cfg, vocab_size: int, attention: str | None = None):
   """The ModelConfig plan compiles for one model: KNOWN_MODELS by `arch` or `hf_path`, else the shape fields; the
   attention implementation is `attention` when given, else the config's `attention` field when it has one."""
-  from genenv_jax.build import model_config_from
+  from genenv_jax.coevolution.build import model_config_from
   from genenv_jax.models.config import ModelConfig
   name = cfg.get("arch", "") or cfg.hf_path
   if not name:
@@ -119,7 +119,7 @@ def set_device_count(n: int, fast_compile: bool = False) -> None:
 
 def slice_of(config, devices: int | None = None, chip_name: str | None = None) -> tuple[str, int]:
   """(chip, devices): --chip / --devices where given, else the config's `slice` (e.g. "v5p-64": v5p, 32 chips)."""
-  from genenv_jax import plan_math
+  from genenv_jax.planning import costs as plan_math
   if devices is not None and devices <= 0:
     raise ValueError(f"--devices must be positive, got {devices}")
   name = config.get("slice", "") or ""
@@ -136,7 +136,7 @@ def shape_of(mc):
   """plan_math.Shape of a ModelConfig."""
   import numpy as np
 
-  from genenv_jax import plan_math
+  from genenv_jax.planning import costs as plan_math
   from genenv_jax.models.config import to_dtype
   head = mc.vocab_size * mc.hidden_size
   untied_head = 0 if mc.tie_word_embeddings else head
@@ -154,7 +154,7 @@ LENGTHS = ("agent_prompt_len", "agent_answer_len", "env_prompt_len", "env_output
 def workload_of(config, lengths=None):
   """plan_analytic.Workload of a config: rows as coevolution.StepSettings counts them, lengths from config.domain
   (or `lengths`, a mapping with the four LENGTHS, e.g. the built domain's when the config leaves them 0)."""
-  from genenv_jax import plan_analytic
+  from genenv_jax.planning import analytic as plan_analytic
   lengths = lengths or {k: int(config.domain.get(k, 0)) for k in LENGTHS}
   if not all(lengths.get(k) for k in LENGTHS):
     raise ValueError(f"the config leaves a domain length at 0 ({dict(lengths)}): --nocompile needs all four of "
@@ -177,7 +177,7 @@ def planning_domain(config):
   same four lengths (same compiled shapes), with a note saying so; any other config is returned as it is."""
   from genenv_jax.data import resolve_data_dir
   from genenv_jax.data.manifest import require
-  from genenv_jax.domains.registry import FAMILY_DATA, TEXT_DOMAINS
+  from genenv_jax.benchmarks.registry import FAMILY_DATA, TEXT_DOMAINS
   d = config.domain
   if d.name not in TEXT_DOMAINS:
     return config, None
@@ -217,7 +217,7 @@ def loops_once_flops(w, agent, env, mesh, efficient: bool, agent_remat: str, env
   """Global analytic FLOPs of the program as XLA's cost analysis counts it (every loop body once): both prefills,
   one decode step per sampler, one agent mini-batch (its reference forward over the whole batch, outside the scan),
   and the env update."""
-  from genenv_jax import plan_analytic as pa
+  from genenv_jax.planning import analytic as pa
   total = 0.0
   if w.env_rows:
     total += sum(c.flops for c in pa.sampling_costs("env", env, mesh, w.env_rows, w.env_prompt, 1, efficient))
@@ -273,9 +273,10 @@ def plan(config, devices: int | None = None, chip_name: str | None = None, usabl
   leaves a length at 0). `attention` overrides both models' implementation."""
   import jax
 
-  from genenv_jax import plan_analytic, plan_math
-  from genenv_jax import sharding as shd
-  from genenv_jax.tokenizer import load_tokenizer
+  from genenv_jax.planning import analytic as plan_analytic
+  from genenv_jax.planning import costs as plan_math
+  from genenv_jax.parallel import sharding as shd
+  from genenv_jax.models.tokenizer import load_tokenizer
 
   chip_name, devices = slice_of(config, devices, chip_name)
   chip = plan_math.chip(chip_name)
@@ -292,7 +293,7 @@ def plan(config, devices: int | None = None, chip_name: str | None = None, usabl
   t1 = t2 = t3 = t0
   lengths, state, cost, mem = None, None, {}, None
   if compile_program:
-    from genenv_jax.build import abstract_build
+    from genenv_jax.coevolution.build import abstract_build
     available = jax.devices()
     if len(available) < devices:
       raise ValueError(f"jax was initialised with {len(available)} devices, fewer than --devices={devices}: "
@@ -315,7 +316,7 @@ def plan(config, devices: int | None = None, chip_name: str | None = None, usabl
                            temporaries=stats.temp_size_in_bytes, generated_code=stats.generated_code_size_in_bytes,
                            alias=stats.alias_size_in_bytes, xla_peak=int(getattr(stats, "peak_memory_in_bytes", 0)))
   elif not all(int(config.domain.get(k, 0)) for k in LENGTHS):
-    from genenv_jax.domains.registry import build_domain
+    from genenv_jax.benchmarks.registry import build_domain
     domain = build_domain(config.domain, load_tokenizer(config.tokenizer or None), seed=config.seed)
     lengths = {k: getattr(domain, k) for k in LENGTHS}
   if mesh_sizes is None:
@@ -402,7 +403,7 @@ def plan_by_layers(config, devices: int | None, chip_name: str | None, layers: t
   straight line through the two to the real layer count (exact for the state, whose bytes are linear in the layers;
   with remat, temporaries are the saved per-layer inputs, linear too, plus one layer's and the head's working set).
   The analytic figures are those of the real model."""
-  from genenv_jax import plan_math
+  from genenv_jax.planning import costs as plan_math
   kw = dict(usable_fraction=usable_fraction, log=None, attention=attention)
   a = plan(config, devices, chip_name, num_layers=layers[0], **kw)
   b = plan(config, devices, chip_name, num_layers=layers[1], **kw)
@@ -433,7 +434,7 @@ def _pct(x: float) -> str:
 
 
 def format_report(r: dict, advice) -> str:
-  from genenv_jax.plan_math import fmt_bytes as fb
+  from genenv_jax.planning.costs import fmt_bytes as fb
   c, m, f, an = r["config"], r["memory"], r["flops"], r["analytic"]
   extra = r.get("extrapolated_from_layers")
   L = c["lengths"]

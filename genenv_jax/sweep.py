@@ -5,7 +5,7 @@
 
 Each run is `python -m genenv_jax.main --config=CONFIG:VARIANT --config.seed=SEED` in DIR/runs/VARIANT_sSEED
 (a variant may compose override sets, e.g. smoke+random). A run whose summary.json has reached its total_steps is
-skipped; any other run is started again in its own workdir, so it resumes from its latest checkpoint (genenv_jax.train).
+skipped; any other run is started again in its own workdir, so it resumes from its latest checkpoint (genenv_jax.training.loop).
 Every run's TensorBoard directory is linked under DIR/tensorboard/VARIANT_sSEED, so `tensorboard --logdir DIR/tensorboard`
 overlays them. `--report` writes the comparison (genenv_jax.compare, the first variant as the baseline) when the runs are done.
 """

@@ -9,7 +9,7 @@
 # - stops a trainer that an earlier, disconnected launch left running (SIGTERM, so it checkpoints, then waits);
 # - polls the metadata server for a host maintenance event (instance/maintenance-event other than NONE) or a Spot
 #   preemption (instance/preempted = TRUE) and sends COMMAND one SIGTERM. genenv_jax turns SIGTERM into "checkpoint
-#   and exit" (genenv_jax/checkpointing.py, PreemptionGuard); with jax.distributed initialised, jaxlib's preemption
+#   and exit" (genenv_jax/training/checkpointing.py, PreemptionGuard); with jax.distributed initialised, jaxlib's preemption
 #   sync manager takes the signal and every host saves at the same step. JAX's notifier listens to SIGTERM only, so
 #   without this relay a maintenance event is seen only if the VM's shutdown delivers SIGTERM in time;
 # - forwards SIGTERM, SIGINT and SIGHUP (a hang-up of an ssh session with a terminal) to COMMAND as SIGTERM, so it

@@ -3,7 +3,7 @@
   python tests/multiprocess_worker.py --workdir=DIR --out=PREFIX --local-devices=4 [--verifier=host]
       [--restore-from=OTHER_WORKDIR]
 
-The run is `genenv_jax.train.train` on the test config (the smoke variant of configs/default.py, shrunk further:
+The run is `genenv_jax.training.loop.train` on the test config (the smoke variant of configs/default.py, shrunk further:
 tests/coevolution_configs.py), on a (data=-1) mesh over every device of every process. For a multi-process run the
 caller sets JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID, as launch/ does on a pod, and the worker
 starts JAX's distributed runtime through `sharding.maybe_initialize_distributed`, the same call as the CLI. With 4 fake
@@ -54,7 +54,7 @@ def worker_config(verifier: str, total_steps: int):
 
 def count_host_rows(counter: dict[str, int]) -> None:
   """Wraps the arithmetic domain's host functions so that each process counts the rows it scores itself."""
-  from genenv_jax.domains.arithmetic import ArithmeticDomain
+  from genenv_jax.tasks.arithmetic.domain import ArithmeticDomain
   for name in ("verify_host", "parse_env_output_host"):
     original = getattr(ArithmeticDomain, name)
 
@@ -69,7 +69,7 @@ def count_host_rows(counter: dict[str, int]) -> None:
 def flat_host_state(state, mesh) -> dict:
   """{pytree path: numpy array} of the whole state, gathered across processes."""
   import jax
-  from genenv_jax import sharding as shd
+  from genenv_jax.parallel import sharding as shd
   host = shd.to_host(state, mesh)
   return {jax.tree_util.keystr(path): value for path, value in jax.tree_util.tree_flatten_with_path(host)[0]}
 
@@ -84,14 +84,14 @@ def main(argv=None) -> int:
   import jax
   import numpy as np
 
-  from genenv_jax import sharding as shd
+  from genenv_jax.parallel import sharding as shd
   shd.maybe_initialize_distributed(False)  # multi-process when the environment says so (JAX_NUM_PROCESSES > 1)
 
-  from genenv_jax.build import abstract_build
-  from genenv_jax.checkpointing import Checkpointer
-  from genenv_jax.domains.host_callback import wait_for_host_callbacks
-  from genenv_jax.metrics import MetricsWriter
-  from genenv_jax.train import train
+  from genenv_jax.coevolution.build import abstract_build
+  from genenv_jax.training.checkpointing import Checkpointer
+  from genenv_jax.tasks.host_callback import wait_for_host_callbacks
+  from genenv_jax.training.metrics import MetricsWriter
+  from genenv_jax.training.loop import train
 
   counter: dict[str, int] = {}
   count_host_rows(counter)

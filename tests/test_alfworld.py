@@ -15,8 +15,10 @@ import time
 
 import pytest
 
-from genenv_jax.domains import alfworld, alfworld_env, alfworld_prompt
-from genenv_jax.domains.benchmark import EvalItem
+from genenv_jax.benchmarks.alfworld import evaluator as alfworld
+from genenv_jax.benchmarks.alfworld import env as alfworld_env
+from genenv_jax.benchmarks.alfworld import prompt as alfworld_prompt
+from genenv_jax.tasks.benchmark import EvalItem
 
 SPLIT = "valid_unseen"
 # One game per task type, small ones (the kitchen games of the heat and cool tasks reset slowest, ~3-6 s).

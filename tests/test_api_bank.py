@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from genenv_jax.domains.api_bank import (LEVELS, ApiBankBenchmark, SeedTask, load_seed_tasks, score_seed,
+from genenv_jax.benchmarks.api_bank.evaluator import (LEVELS, ApiBankBenchmark, SeedTask, load_seed_tasks, score_seed,
                                          toolrl_block)
-from genenv_jax.domains.benchmark import EvalItem
-from genenv_jax.domains.tool_calls import ToolCall, format_api_request, format_json_tool_calls
+from genenv_jax.tasks.benchmark import EvalItem
+from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_api_request, format_json_tool_calls
 
 BENCH = ApiBankBenchmark()
 STRICT = ApiBankBenchmark(strict_format=True)

@@ -1,4 +1,4 @@
-"""Tests for genenv_jax.domains.arithmetic: the pure-JAX parser/evaluator/verifier against hand cases, against the
+"""Tests for genenv_jax.tasks.arithmetic.domain: the pure-JAX parser/evaluator/verifier against hand cases, against the
 host-Python twin on random and malformed token rows, and the seed / held-out pools."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from genenv_jax.domains import arithmetic_host
-from genenv_jax.domains.arithmetic import ArithmeticDomain, default_domain
-from genenv_jax.domains.base import TaskBatch
+from genenv_jax.tasks.arithmetic import host as arithmetic_host
+from genenv_jax.tasks.arithmetic.domain import ArithmeticDomain, default_domain
+from genenv_jax.tasks.base import TaskBatch
 
 FIELDS = ("prompt_ids", "prompt_mask", "spec", "difficulty", "valid")
 

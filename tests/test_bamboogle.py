@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from genenv_jax.domains import qa_metrics
-from genenv_jax.domains.bamboogle import BamboogleBenchmark, extract_answer, extract_search_query, run_search_loop
-from genenv_jax.domains.benchmark import EvalItem
+from genenv_jax.benchmarks.parsing import qa_metrics
+from genenv_jax.benchmarks.bamboogle.evaluator import BamboogleBenchmark, extract_answer, extract_search_query, run_search_loop
+from genenv_jax.tasks.benchmark import EvalItem
 
 
 @pytest.fixture(scope="module")

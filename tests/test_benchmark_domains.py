@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from configs.tools import FAMILY_DEFAULTS, LENGTHS, get_config
-from genenv_jax.domains import registry
-from genenv_jax.domains.host_callback import wait_for_host_callbacks
-from genenv_jax.domains.text_domain import SPEC_PAD, decode_spec
-from genenv_jax.sharding import batch_sharding, make_mesh
-from genenv_jax.tokenizer import load_tokenizer
+from genenv_jax.benchmarks import registry
+from genenv_jax.tasks.host_callback import wait_for_host_callbacks
+from genenv_jax.tasks.text_domain import SPEC_PAD, decode_spec
+from genenv_jax.parallel.sharding import batch_sharding, make_mesh
+from genenv_jax.models.tokenizer import load_tokenizer
 
 NAMES = ("api_bank", "bfcl", "bamboogle", "travelplanner", "alfworld")
 NUM_SEEDS, NUM_HELDOUT = 16, 8
@@ -62,26 +62,26 @@ def domain(request, shared_data, tokenizer):
 def _eval_collisions(name: str, family, texts: list[str], data_dir) -> list[str]:
   """Seed texts that coincide with an evaluation item of the benchmark, by the benchmark's own identity."""
   if name == "api_bank":
-    from genenv_jax.domains.api_bank import ApiBankBenchmark
+    from genenv_jax.benchmarks.api_bank.evaluator import ApiBankBenchmark
     users = [i.messages[-1]["content"] for i in ApiBankBenchmark().load_items(str(data_dir))]
     utterances = [t.split("\nUser: ", 1)[1].split("\nCall: ")[0].split("TIME:")[0].strip() for t in texts]
     return [u for u in utterances if any(u in x for x in users)]
   if name == "bfcl":
-    from genenv_jax.domains.bfcl_tasks import _bfcl_questions
+    from genenv_jax.benchmarks.bfcl.family import _bfcl_questions
     questions = set(_bfcl_questions(data_dir))
     return [t for t in texts if t.split("\nUser: ", 1)[1].split("\nCalls: ")[0] in questions]
   if name == "bamboogle":
-    from genenv_jax.domains.bamboogle import BamboogleBenchmark
+    from genenv_jax.benchmarks.bamboogle.evaluator import BamboogleBenchmark
     questions = {i.messages[-1]["content"].removeprefix("Question: ").lower()
                  for i in BamboogleBenchmark().load_items(str(data_dir))}
     return [t for t in texts if t.split("\n")[0].removeprefix("Question: ").lower() in questions]
   if name == "travelplanner":
-    from genenv_jax.domains.travelplanner_query import load_train_queries
+    from genenv_jax.benchmarks.travelplanner.query import load_train_queries
     train = {(q.org, q.dest, q.date) for q in load_train_queries()}
     trips = [json.loads(t.removeprefix("Trip: ")) for t in texts]
     return [t for t in trips if (t["org"], t["dest"], tuple(t["date"])) in train]
-  from genenv_jax.domains.alfworld_env import game_name, list_games
-  from genenv_jax.domains.alfworld_tasks import EVAL_SPLITS, SEED_SPLIT, seed_games
+  from genenv_jax.benchmarks.alfworld.env import game_name, list_games
+  from genenv_jax.benchmarks.alfworld.family import EVAL_SPLITS, SEED_SPLIT, seed_games
   games = seed_games(data_dir, family.num_games)
   eval_games = {game_name(p) for split in EVAL_SPLITS for p in list_games(data_dir, split)}
   assert SEED_SPLIT not in EVAL_SPLITS
@@ -258,7 +258,7 @@ def test_tools_config_variants():
 
 def test_coevolution_step_on_qa_domain(shared_data):
   from coevolution_configs import tiny_config
-  from genenv_jax.build import build
+  from genenv_jax.coevolution.build import build
 
   c = tiny_config(mesh=dict(data=2, fsdp=2, tensor=2))
   with c.unlocked():

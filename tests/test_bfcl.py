@@ -5,12 +5,12 @@ import re
 
 import pytest
 
-from genenv_jax.domains import bfcl_checker
-from genenv_jax.domains.benchmark import EvalItem, ItemResult
-from genenv_jax.domains.bfcl import CATEGORIES, UNSATISFIABLE, BfclBenchmark, decode
-from genenv_jax.domains.bfcl_lang import java_source, js_source, parse_source_calls, to_java, to_js
-from genenv_jax.domains.bfcl_prompts import language_docs
-from genenv_jax.domains.tool_calls import ToolCall, format_python_calls
+from genenv_jax.benchmarks.bfcl import checker as bfcl_checker
+from genenv_jax.tasks.benchmark import EvalItem, ItemResult
+from genenv_jax.benchmarks.bfcl.evaluator import CATEGORIES, UNSATISFIABLE, BfclBenchmark, decode
+from genenv_jax.benchmarks.bfcl.lang import java_source, js_source, parse_source_calls, to_java, to_js
+from genenv_jax.benchmarks.bfcl.prompts import language_docs
+from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_python_calls
 
 BENCH = BfclBenchmark()
 COUNTS = {"simple_python": 400, "simple_java": 100, "simple_javascript": 50, "multiple": 200, "parallel": 200,

@@ -15,7 +15,7 @@ import pytest
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from genenv_jax import checkpointing as C
+from genenv_jax.training import checkpointing as C
 
 
 class Tiny(nnx.Module):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from coevolution_configs import tiny_config
-from genenv_jax import sampling
-from genenv_jax.build import build
-from genenv_jax.coevolution import Coevolution
+from genenv_jax.sampling import sampler as sampling
+from genenv_jax.coevolution.build import build
+from genenv_jax.coevolution.step import Coevolution
 
 
 def run_steps(config, num_steps, devices=None, coevolution_cls=None):

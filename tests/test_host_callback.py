@@ -1,4 +1,4 @@
-"""Tests for genenv_jax.domains.host_callback: host numpy functions inside jit, one block of rows per device."""
+"""Tests for genenv_jax.tasks.host_callback: host numpy functions inside jit, one block of rows per device."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from genenv_jax.domains.arithmetic import default_domain
-from genenv_jax.domains.host_callback import host_map, wait_for_host_callbacks
-from genenv_jax.sharding import batch_sharding, make_mesh
+from genenv_jax.tasks.arithmetic.domain import default_domain
+from genenv_jax.tasks.host_callback import host_map, wait_for_host_callbacks
+from genenv_jax.parallel.sharding import batch_sharding, make_mesh
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from genenv_jax import sampling
+from genenv_jax.sampling import sampler as sampling
 from genenv_jax.models.config import ModelConfig
 from genenv_jax.models.transformer import Transformer
 from genenv_jax.rl.logprobs import chunked_token_logprobs, policy_temperature, response_logprobs

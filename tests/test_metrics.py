@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from genenv_jax import metrics as M
+from genenv_jax.training import metrics as M
 
 
 def test_writer_scalars_histogram_text_roundtrip(tmp_path):
@@ -95,7 +95,7 @@ def test_remote_logdir_is_staged_locally_and_synced(tmp_path):
 
 
 def test_unsupported_remote_scheme_warns_and_keeps_local_copy(tmp_path, caplog):
-  with caplog.at_level("WARNING", logger="genenv_jax.metrics"):
+  with caplog.at_level("WARNING", logger="genenv_jax.training.metrics"):
     w = M.MetricsWriter("nosuchscheme://bucket/tb", local_dir=tmp_path, enabled=True)
   assert "rsync" in caplog.text and str(tmp_path) in caplog.text
   w.scalars(1, {"x": 3.0})

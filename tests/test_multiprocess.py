@@ -1,7 +1,7 @@
 """A real multi-process run on this machine (issue 5): 2 processes x 4 fake CPU devices = one mesh of 8 devices.
 
 Two processes on localhost start JAX's distributed runtime (coordinator on a free port, gloo CPU collectives) and run
-a short co-evolution with `genenv_jax.train.train` (tests/multiprocess_worker.py: the smoke variant of
+a short co-evolution with `genenv_jax.training.loop.train` (tests/multiprocess_worker.py: the smoke variant of
 configs/default.py, shrunk; the arithmetic domain with its host-Python verifier, so pure_callback inside shard_map
 runs across both processes). One process with 8 devices then runs the same config with the same seed. The checks:
   - the pair's final state and logged metrics equal the single process's, within float tolerance;
@@ -21,7 +21,7 @@ import time
 import numpy as np
 import pytest
 
-from genenv_jax.metrics import read_scalars
+from genenv_jax.training.metrics import read_scalars
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(PROJECT, "tests", "multiprocess_worker.py")
@@ -167,7 +167,7 @@ def test_checkpoint_written_by_the_pair_restores_in_one_process(runs):
 
 
 def test_distributed_args_and_request_come_from_the_launch_environment():
-  from genenv_jax import sharding as shd
+  from genenv_jax.parallel import sharding as shd
   env = {"JAX_COORDINATOR_ADDRESS": "10.0.0.2:8476", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "3"}
   assert shd.distributed_args_from_env(env) == {"coordinator_address": "10.0.0.2:8476", "num_processes": 4,
                                                  "process_id": 3}
@@ -186,7 +186,7 @@ def test_distributed_args_and_request_come_from_the_launch_environment():
 def test_process_rows_global_batch_and_to_host_on_one_process():
   import jax
   from jax.sharding import PartitionSpec
-  from genenv_jax import sharding as shd
+  from genenv_jax.parallel import sharding as shd
   mesh = shd.make_mesh({"data": 4, "fsdp": 2})
   assert shd.process_local_rows(16, mesh) == slice(0, 16)
   with pytest.raises(ValueError, match="does not split over the 8"):
@@ -206,7 +206,7 @@ def test_process_rows_global_batch_and_to_host_on_one_process():
 def test_remote_workdir_paths_and_summary(tmp_path):
   import fsspec
   from configs.default import get_config
-  from genenv_jax.train import Summary, workdir_path
+  from genenv_jax.training.loop import Summary, workdir_path
   assert workdir_path("gs://bucket/run", "checkpoints") == "gs://bucket/run/checkpoints"
   assert workdir_path("gs://bucket/run/", "summary.json") == "gs://bucket/run/summary.json"
   assert workdir_path(str(tmp_path), "tensorboard") == os.path.join(str(tmp_path), "tensorboard")

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from genenv_jax import plan, plan_math
-from genenv_jax.plan_math import GIB
+from genenv_jax import plan
+from genenv_jax.planning import costs as plan_math
+from genenv_jax.planning.costs import GIB
 
 from conftest import PROJECT_ROOT
 
@@ -278,7 +279,7 @@ def test_extrapolate_along_layers():
 
 # ---- plan_analytic by hand -------------------------------------------------------------------------------------------
 
-from genenv_jax import plan_analytic as pa  # noqa: E402
+from genenv_jax.planning import analytic as pa  # noqa: E402
 
 # vocab 10, kv bytes per token 2 (K, V) x 2 layers x 2 kv heads x 2 dims x 2 bytes = 32
 A = plan_math.Shape(body_params=1000, head_params=200, layers=2, heads=4, head_dim=2, kv_heads=2, param_bytes=4000,

@@ -7,7 +7,7 @@ import pytest
 
 import genenv_jax as gj
 from genenv_jax.models.transformer import init_cache
-from genenv_jax.sampling import filter_logits
+from genenv_jax.sampling.sampler import filter_logits
 from hf_models import make_hf_model, save_hf_model, torch
 
 EOS = 2
@@ -105,7 +105,7 @@ def test_top_k_one_equals_greedy(tiny):
 
 
 def test_prompt_lengths_in_one_bucket_share_a_compilation(tiny):
-  from genenv_jax import sampling
+  from genenv_jax.sampling import sampler as sampling
   _, model = tiny
   before = sampling._prefill_jit._cache_size()
   for length in (5, 9, 13):

@@ -6,7 +6,7 @@ import pytest
 from jax.sharding import PartitionSpec
 
 import genenv_jax as gj
-from genenv_jax import sharding as shd
+from genenv_jax.parallel import sharding as shd
 from hf_models import make_hf_model, save_hf_model
 
 MESHES = [(8, 1, 1), (2, 2, 2), (1, 2, 4)]

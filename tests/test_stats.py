@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from genenv_jax import stats
+from genenv_jax.reporting import stats
 
 
 def test_binomial_se_and_gain_se():

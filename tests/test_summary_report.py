@@ -1,9 +1,9 @@
-"""The end-of-run report (genenv_jax.summary_report): quarter means, the three phenomena's rules, the printed text."""
+"""The end-of-run report (genenv_jax.reporting.summary_report): quarter means, the three phenomena's rules, the printed text."""
 
 import numpy as np
 import pytest
 
-from genenv_jax.summary_report import accuracy_gain, format_report, phenomena, quarter_means, slope, window_gain
+from genenv_jax.reporting.summary_report import accuracy_gain, format_report, phenomena, quarter_means, slope, window_gain
 
 
 def make_summary(p_hat, difficulty, accuracy, alpha=0.5, k_min=0.1, n=2000):

@@ -1,4 +1,4 @@
-"""Tests for genenv_jax.tokenizer and the shipped arithmetic sentencepiece model.
+"""Tests for genenv_jax.models.tokenizer and the shipped arithmetic sentencepiece model.
 
 Real tokenizer files come from PyPI packages (test extras), read as data and never imported for their code paths:
   * mistral-common: sentencepiece `.model` files (Mistral 7B v1, instruct v3 with [INST] control pieces);
@@ -20,7 +20,7 @@ import string
 import numpy as np
 import pytest
 
-from genenv_jax import tokenizer as tk
+from genenv_jax.models import tokenizer as tk
 from genenv_jax.scripts import train_tokenizer
 
 TEXTS = (

@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from genenv_jax.domains import source_scan
-from genenv_jax.domains.tool_calls import (ToolCall, format_api_request, format_json_tool_calls, format_python_calls,
+from genenv_jax.benchmarks.parsing import source_scan
+from genenv_jax.benchmarks.parsing.tool_calls import (ToolCall, format_api_request, format_json_tool_calls, format_python_calls,
                                            parse_api_request, parse_json_tool_calls, parse_python_calls,
                                            strip_reasoning, tool_call_blocks)
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from coevolution_configs import tiny_config
-from genenv_jax.build import build
-from genenv_jax.checkpointing import Checkpointer
-from genenv_jax.metrics import read_tags
-from genenv_jax.train import train
+from genenv_jax.coevolution.build import build
+from genenv_jax.training.checkpointing import Checkpointer
+from genenv_jax.training.metrics import read_tags
+from genenv_jax.training.loop import train
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,7 +56,7 @@ def test_export_of_a_trained_agent_loads_in_transformers(tmp_path, straight_run)
   torch = pytest.importorskip("torch")
   transformers = pytest.importorskip("transformers")
   import genenv_jax as gj
-  from genenv_jax.agents import load_workdir
+  from genenv_jax.evaluation.agents import load_workdir
   from genenv_jax.export import main as export_main
   _, workdir = straight_run
   assert export_main(["--workdir", str(workdir), "--out", str(tmp_path / "hf")]) == 0
@@ -144,9 +144,9 @@ def test_unknown_variant_is_a_clear_error():
 
 
 def test_step_logging_writes_histograms_and_examples(tmp_path):
-  from genenv_jax.metrics import MetricsWriter, read_tensors
-  from genenv_jax.tokenizer import load_tokenizer
-  from genenv_jax.train import _log_step
+  from genenv_jax.training.metrics import MetricsWriter, read_tensors
+  from genenv_jax.models.tokenizer import load_tokenizer
+  from genenv_jax.training.loop import _log_step
 
   class FakeRun:
     tokenizer = load_tokenizer()

@@ -10,14 +10,14 @@ import re
 
 import pytest
 
-from genenv_jax.domains import travelplanner_fields as tf
-from genenv_jax.domains.benchmark import EvalItem
-from genenv_jax.domains.travelplanner import TravelPlannerBenchmark, TravelPlannerGold, evaluate_plan
-from genenv_jax.domains.travelplanner_checks import PlanContext, commonsense_verdicts
-from genenv_jax.domains.travelplanner_database import find_accommodations, load_reference_infos
-from genenv_jax.domains.travelplanner_hard import hard_verdicts, total_cost
-from genenv_jax.domains.travelplanner_plan import parse_plan, plan_to_text
-from genenv_jax.domains.travelplanner_query import load_train_queries, query_from_json
+from genenv_jax.benchmarks.travelplanner import fields as tf
+from genenv_jax.tasks.benchmark import EvalItem
+from genenv_jax.benchmarks.travelplanner.evaluator import TravelPlannerBenchmark, TravelPlannerGold, evaluate_plan
+from genenv_jax.benchmarks.travelplanner.checks import PlanContext, commonsense_verdicts
+from genenv_jax.benchmarks.travelplanner.database import find_accommodations, load_reference_infos
+from genenv_jax.benchmarks.travelplanner.hard import hard_verdicts, total_cost
+from genenv_jax.benchmarks.travelplanner.plan import parse_plan, plan_to_text
+from genenv_jax.benchmarks.travelplanner.query import load_train_queries, query_from_json
 
 BENCH = TravelPlannerBenchmark()
 

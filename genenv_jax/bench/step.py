@@ -175,10 +175,10 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
   import jax.numpy as jnp
   from flax import nnx
 
-  from genenv_jax import sampling
-  from genenv_jax.domains.base import TaskBatch
+  from genenv_jax.sampling import sampler as sampling
+  from genenv_jax.tasks.base import TaskBatch
   from genenv_jax.rl import curriculum
-  from genenv_jax.sharding import constrain
+  from genenv_jax.parallel.sharding import constrain
   co, sh, s = run.coevolution, run.state_shardings, run.coevolution.settings
   results: dict[str, dict[str, Any]] = {}
   calls: dict[str, Callable[[], Any]] = {}
@@ -402,9 +402,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   import transformers
   from flax import nnx
 
-  from genenv_jax.build import build
+  from genenv_jax.coevolution.build import build
   from genenv_jax.models.hf import save_hf
-  from genenv_jax.train import warm_start
+  from genenv_jax.training.loop import warm_start
   transformers.utils.logging.disable_progress_bar()
   threads = args.torch_threads or os.cpu_count() or 1
   config = load_config(args)

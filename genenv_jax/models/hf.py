@@ -21,7 +21,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from genenv_jax import sharding as shd
+from genenv_jax.parallel import sharding as shd
 from genenv_jax.models import safetensors_io
 from genenv_jax.models.config import ModelConfig, to_dtype
 from genenv_jax.models.transformer import Transformer

@@ -11,7 +11,7 @@ tokens before it in its row, so a left-padded row gets the same positions as the
 
 The KV cache is a dict of arrays: per layer `k`, `v` of shape [B, num_kv_heads, S, head_dim], `mask` [B, S] (which
 slots hold real tokens) and `index` (the next slot to write, the same for all rows). Every parameter is an nnx.Param
-with `logical_axes` metadata; genenv_jax.sharding maps those onto the mesh.
+with `logical_axes` metadata; genenv_jax.parallel.sharding maps those onto the mesh.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from flax import nnx
 
 from genenv_jax.models.attention import attention
 from genenv_jax.models.config import ModelConfig, to_dtype
-from genenv_jax.sharding import constrain
+from genenv_jax.parallel.sharding import constrain
 
 Cache = dict[str, Any]
 

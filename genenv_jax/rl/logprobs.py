@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from genenv_jax.models.transformer import Transformer, dense
 from genenv_jax.rl.grpo import token_entropy
-from genenv_jax.sharding import constrain
+from genenv_jax.parallel.sharding import constrain
 
 DEFAULT_CHUNK = 512
 

@@ -33,7 +33,7 @@ import traceback
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from genenv_jax.data import resolve_data_dir
-from genenv_jax.domains.benchmark import EvalItem
+from genenv_jax.tasks.benchmark import EvalItem
 
 Target = tuple[str, Callable[[str], Any]]
 
@@ -115,10 +115,10 @@ def _first_per_split(benchmark: Any, data_dir: str) -> list[EvalItem]:
 
 
 def _benchmark_targets(data_dir: str) -> list[Target]:
-  from genenv_jax.domains.api_bank import ApiBankBenchmark
-  from genenv_jax.domains.bamboogle import BamboogleBenchmark
-  from genenv_jax.domains.bfcl import MODES, BfclBenchmark
-  from genenv_jax.domains.travelplanner import TravelPlannerBenchmark
+  from genenv_jax.benchmarks.api_bank.evaluator import ApiBankBenchmark
+  from genenv_jax.benchmarks.bamboogle.evaluator import BamboogleBenchmark
+  from genenv_jax.benchmarks.bfcl.evaluator import MODES, BfclBenchmark
+  from genenv_jax.benchmarks.travelplanner.evaluator import TravelPlannerBenchmark
 
   targets: list[Target] = []
   benchmarks = [("api_bank", ApiBankBenchmark()), ("bamboogle", BamboogleBenchmark()),
@@ -128,7 +128,7 @@ def _benchmark_targets(data_dir: str) -> list[Target]:
     for item in _first_per_split(bench, data_dir):
       targets.append((f"{name}.score[{item.split}]", lambda text, b=bench, i=item: b.score(i, text)))
   try:
-    from genenv_jax.domains.alfworld import AlfworldStepBenchmark
+    from genenv_jax.benchmarks.alfworld.evaluator import AlfworldStepBenchmark
   except ImportError:
     return targets
   alf = AlfworldStepBenchmark()
@@ -138,16 +138,16 @@ def _benchmark_targets(data_dir: str) -> list[Target]:
 
 
 def _family_targets(data_dir: pathlib.Path) -> list[Target]:
-  from genenv_jax.domains.api_bank_tasks import ApiBankTasks
-  from genenv_jax.domains.bfcl_tasks import BfclTasks
-  from genenv_jax.domains.qa_tasks import QaTasks
-  from genenv_jax.domains.travelplanner_tasks import TravelPlannerTasks
+  from genenv_jax.benchmarks.api_bank.family import ApiBankTasks
+  from genenv_jax.benchmarks.bfcl.family import BfclTasks
+  from genenv_jax.benchmarks.bamboogle.family import QaTasks
+  from genenv_jax.benchmarks.travelplanner.family import TravelPlannerTasks
 
   families: list[tuple[Any, str]] = []
   for family in (ApiBankTasks(), BfclTasks(), QaTasks(), TravelPlannerTasks(str(data_dir))):
     families.append((family, family.seed_texts(data_dir)[0]))
   try:
-    from genenv_jax.domains.alfworld_tasks import AlfworldTasks
+    from genenv_jax.benchmarks.alfworld.family import AlfworldTasks
   except ImportError:
     pass
   else:

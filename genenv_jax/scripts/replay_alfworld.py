@@ -20,7 +20,8 @@ import time
 from typing import Sequence
 
 from genenv_jax.data import resolve_data_dir
-from genenv_jax.domains import alfworld_env, alfworld_steps
+from genenv_jax.benchmarks.alfworld import env as alfworld_env
+from genenv_jax.benchmarks.alfworld import steps as alfworld_steps
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -11,7 +11,7 @@ Why these trainer settings (sentencepiece's `doc/options.md` and `doc/normalizat
     text round-trips instead of mapping to <unk>;
   * `split_digits=True`: each digit is its own piece, so numbers have one spelling and the arithmetic verifier can read
     answers digit by digit;
-  * ids pad=0, bos=1, eos=2, unk=3 (what `genenv_jax.tokenizer` documents for the shipped model);
+  * ids pad=0, bos=1, eos=2, unk=3 (what `genenv_jax.models.tokenizer` documents for the shipped model);
   * `num_threads=1`, no input shuffling: the same seed gives the same model bytes.
 
 Usage:  python -m genenv_jax.scripts.train_tokenizer --out genenv_jax/assets/arith_spm.model --vocab-size 512

@@ -1,0 +1,1 @@
+"""The benchmarks: one package per benchmark (evaluator + training family), shared parsing, registries."""

@@ -1,0 +1,1 @@
+"""API-Bank: the evaluator and its training task family."""

@@ -1,0 +1,225 @@
+"""API-Bank (Li et al., 2023) in the protocol GenEnv follows (ToolRL's), plus tool-calling seed tasks for training.
+
+Evaluation data: `<data_dir>/api_bank/level-{1,2,3}-api_processed.json` (qiancheng0/ToolRL `benchmarks/API-Bank/`),
+399 + 67 + 131 = 597 records `{system, user, answer, other}`: `system` lists the tools and asks for a `<tool_call>`
+block of JSON lines, `user` is the dialogue, `answer` the gold call (a list of one `{name, parameters}`, or the bare
+object on level 2). Item id `level-{L}-{i}` (i = 0-based position in its file), split `level-{L}`, prompt = the
+record's system and user messages as given.
+
+Metric, ToolRL `benchmarks/API-Bank/generate.py` (extraction) and `evaluate.py` ("SOFT MATCH", the one it reports):
+1. block = the text after the LAST `<tool_call>` and before the next `</tool_call>`: the whole output when there is no
+   `<tool_call>` at all, the rest of the output when the block is not closed;
+2. each line of the block that is valid JSON is one prediction (other lines are skipped; a JSON string is decoded
+   once more; a JSON list on one line is one prediction, which cannot match);
+3. a prediction without a "name" or a "parameters" key is taken as the parameters of a call to the gold function;
+4. the item is correct when ANY prediction has the gold name and parameters `==` the gold parameters dict (the first
+   gold call when there are several; every record here has one). Extra calls do not hurt.
+`==` is exact: every key present and no extra key (an omitted optional parameter is wrong), string values match
+case, spaces and punctuation exactly, and "30" != 30 (every gold value here is a string). `arguments` is not read
+as `parameters`. Accuracy per level = correct / items; `overall/accuracy` = correct / 597 (the paper's k/597).
+
+`strict_format=True` is a stricter variant for rewards: only the last CLOSED block counts, read by
+`tool_calls.parse_json_tool_calls` (each prediction a `{name, parameters | arguments}` object), and rule 3 is off.
+
+Seed tasks (`load_seed_tasks`), never the evaluation set: API-Bank's level-3 training API calls
+(`api_bank/original_training/lv3-api-train.json`, 907 `{instruction, input, output: "API-Request: [...]"}`, prompt
+= instruction as system + input as user, answer syntax "api_request") and ToolRL's `tool_calling_seed/rlla_sft.json`
+(400 `{instruction, input, output}` in the ToolRL `<tool_call>` format, syntax "tool_call"; 54 of them answer
+without any call, gold = ()). `score_seed` is their exact-match check.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import pathlib
+from typing import Any, Sequence
+
+from genenv_jax.tasks.benchmark import EvalItem, ItemResult, Message
+from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_json_tool_calls, parse_api_request, parse_json_tool_calls
+
+LEVELS = ("level-1", "level-2", "level-3")
+SEED_SOURCES = ("api_bank_lv3_train", "rlla_sft")
+SEED_FILES = {"api_bank_lv3_train": ("api_bank", "original_training", "lv3-api-train.json"),
+              "rlla_sft": ("tool_calling_seed", "rlla_sft.json")}
+SYNTAXES = ("api_request", "tool_call")
+
+
+def toolrl_block(text: str) -> str:
+  """Rule 1: the text after the last `<tool_call>` up to the next `</tool_call>` (ToolRL's split-based extraction)."""
+  return text.split("<tool_call>")[-1].split("</tool_call>")[0].strip() if isinstance(text, str) else ""
+
+
+def toolrl_predictions(text: str) -> list[Any]:
+  """Rule 2: the JSON value of each valid JSON line of the ToolRL block (strings decoded once more when valid)."""
+  predictions = []
+  for line in toolrl_block(text).split("\n"):
+    if not line.strip():
+      continue
+    try:
+      value = json.loads(line)
+      if isinstance(value, str):
+        value = json.loads(value)
+    except (ValueError, RecursionError):
+      continue
+    predictions.append(value)
+  return predictions
+
+
+def toolrl_match(predictions: Sequence[Any], gold_name: str, gold_parameters: dict[str, Any]) -> int | None:
+  """Rules 3-4: the index of the first prediction that matches the gold call, else None."""
+  for i, predicted in enumerate(predictions):
+    if not isinstance(predicted, dict):
+      continue
+    if "name" in predicted and "parameters" in predicted:
+      name, parameters = predicted["name"], predicted["parameters"]
+    else:
+      name, parameters = gold_name, predicted
+    if name == gold_name and parameters == gold_parameters:
+      return i
+  return None
+
+
+def _gold_calls(answer: Any, where: str) -> list[dict[str, Any]]:
+  calls = answer if isinstance(answer, list) else [answer]
+  for call in calls:
+    if not (isinstance(call, dict) and isinstance(call.get("name"), str) and isinstance(call.get("parameters"), dict)):
+      raise ValueError(f"{where}: gold answer {answer!r} is not a {{name, parameters}} call or a list of them")
+  if not calls:
+    raise ValueError(f"{where}: gold answer is empty")
+  return [{"name": c["name"], "parameters": dict(c["parameters"])} for c in calls]
+
+
+def _check_limit(limit: int | None) -> None:
+  if limit is not None and limit < 0:
+    raise ValueError(f"limit must be >= 0 or None, got {limit}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiBankBenchmark:
+  """API-Bank levels 1-3 with ToolRL's tool-call metric (see the module docstring)."""
+
+  strict_format: bool = False
+  name: str = dataclasses.field(default="api_bank", init=False)
+
+  def splits(self) -> Sequence[str]:
+    return LEVELS
+
+  def load_items(self, data_dir: str, split: str | None = None, limit: int | None = None) -> list[EvalItem]:
+    """Items of one level (all three with `split=None`); `limit` caps the items of each level."""
+    if split is not None and split not in LEVELS:
+      raise ValueError(f"API-Bank has no split {split!r}; expected one of {LEVELS}")
+    _check_limit(limit)
+    items = []
+    for level in (split,) if split else LEVELS:
+      path = pathlib.Path(data_dir) / "api_bank" / f"{level}-api_processed.json"
+      if not path.is_file():
+        raise FileNotFoundError(f"API-Bank data not found at {path}")
+      records = json.loads(path.read_text(encoding="utf-8"))
+      for i, record in enumerate(records[:limit] if limit is not None else records):
+        item_id = f"{level}-{i}"
+        if not isinstance(record, dict) or not isinstance(record.get("system"), str) \
+            or not isinstance(record.get("user"), str):
+          raise ValueError(f"{path}: record {i} lacks string 'system'/'user' fields")
+        messages = ({"role": "system", "content": record["system"]}, {"role": "user", "content": record["user"]})
+        items.append(EvalItem(item_id, level, messages, _gold_calls(record.get("answer"), item_id)))
+    return items
+
+  def score(self, item: EvalItem, output: str) -> ItemResult:
+    """1.0 when a predicted call equals the gold call by the module's rules (ToolRL's, or the strict variant)."""
+    gold = item.gold[0]
+    if self.strict_format:
+      predictions = [{"name": c.name, "parameters": dict(c.arguments)}
+                     for c in parse_json_tool_calls(output, last_only=True)]
+    else:
+      predictions = toolrl_predictions(output) if isinstance(output, str) else []
+    matched = toolrl_match(predictions, gold["name"], gold["parameters"]) if predictions else None
+    detail: dict[str, Any] = {"n_predictions": len(predictions)}
+    if matched is None:
+      detail["error"] = "no predicted call has the gold name and parameters" if predictions else "no call"
+    return ItemResult(item.id, item.split, matched is not None, 0.0 if matched is None else 1.0, detail)
+
+  def oracle_output(self, item: EvalItem) -> str:
+    return format_json_tool_calls(ToolCall(c["name"], c["parameters"]) for c in item.gold)
+
+  def aggregate(self, results: Sequence[ItemResult]) -> dict[str, float]:
+    """Accuracy, correct count and item count per level and overall (correct / all items)."""
+    metrics: dict[str, float] = {}
+    groups: dict[str, list[ItemResult]] = collections.defaultdict(list)
+    for r in results:
+      groups[r.split].append(r)
+    for split, chosen in sorted(groups.items()) + [("overall", list(results))]:
+      correct = sum(1 for r in chosen if r.correct)
+      metrics[f"{split}/accuracy"] = correct / len(chosen) if chosen else 0.0
+      metrics[f"{split}/correct"] = float(correct)
+      metrics[f"{split}/n"] = float(len(chosen))
+    return metrics
+
+
+# ------------------------------------------------------------------------------------------------ seed tasks
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedTask:
+  """A training task: the prompt, the gold calls (empty: the right answer makes no call) and the answer syntax."""
+
+  id: str
+  source: str
+  messages: tuple[Message, ...]
+  gold: tuple[ToolCall, ...]
+  syntax: str
+
+
+def _seed_records(data_dir: str, source: str) -> list[dict[str, Any]]:
+  path = pathlib.Path(data_dir).joinpath(*SEED_FILES[source])
+  if not path.is_file():
+    raise FileNotFoundError(f"seed data for {source!r} not found at {path}")
+  records = json.loads(path.read_text(encoding="utf-8"))
+  for i, r in enumerate(records):
+    if not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in ("instruction", "input", "output")):
+      raise ValueError(f"{path}: record {i} lacks string 'instruction'/'input'/'output' fields")
+  return records
+
+
+def load_seed_tasks(data_dir: str, limit: int | None = None,
+                    sources: Sequence[str] = SEED_SOURCES) -> list[SeedTask]:
+  """Seed tasks from the training files (never the evaluation set); `limit` caps the tasks of each source."""
+  _check_limit(limit)
+  tasks = []
+  for source in sources:
+    if source not in SEED_SOURCES:
+      raise ValueError(f"unknown seed source {source!r}; expected one of {SEED_SOURCES}")
+    records = _seed_records(data_dir, source)
+    for i, r in enumerate(records[:limit] if limit is not None else records):
+      task_id = f"{source}-{i}"
+      messages = ({"role": "system", "content": r["instruction"].strip()}, {"role": "user", "content": r["input"]})
+      if source == "api_bank_lv3_train":
+        gold, syntax = parse_api_request(r["output"]), "api_request"
+        if not gold:
+          raise ValueError(f"{task_id}: output {r['output']!r} holds no API-Request call")
+      else:
+        gold, syntax = parse_json_tool_calls(r["output"], last_only=True), "tool_call"
+        if not gold and "</tool_call>" in r["output"]:
+          raise ValueError(f"{task_id}: the <tool_call> block of the output holds no valid call")
+      tasks.append(SeedTask(task_id, source, messages, tuple(gold), syntax))
+  return tasks
+
+
+def seed_calls(output: str, syntax: str) -> list[ToolCall]:
+  """The calls of an answer to a seed task: API-Request lines, or the last closed `<tool_call>` block."""
+  if syntax not in SYNTAXES:
+    raise ValueError(f"unknown seed syntax {syntax!r}; expected one of {SYNTAXES}")
+  return parse_api_request(output) if syntax == "api_request" else parse_json_tool_calls(output, last_only=True)
+
+
+def score_seed(task: SeedTask, output: str) -> bool:
+  """Exact match: the output's calls equal the gold calls as a multiset (name and arguments `==`); none for none."""
+  predicted = seed_calls(output, task.syntax)
+  remaining = list(task.gold)
+  for call in predicted:
+    match = next((g for g in remaining if g.name == call.name and dict(g.arguments) == dict(call.arguments)), None)
+    if match is None:
+      return False
+    remaining.remove(match)
+  return not remaining

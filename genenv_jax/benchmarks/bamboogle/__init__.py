@@ -1,0 +1,1 @@
+"""Bamboogle: the evaluator and the closed-book QA training task family."""

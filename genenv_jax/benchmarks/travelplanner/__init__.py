@@ -1,0 +1,1 @@
+"""TravelPlanner: the evaluator, its checks and database, and its training task family."""

@@ -1,0 +1,1 @@
+"""Evaluation agents (oracle, null, model) behind the evaluate command."""

@@ -1,0 +1,1 @@
+"""The device mesh, logical-axis sharding rules and multi-host helpers."""

@@ -1,0 +1,1 @@
+"""Cost models behind the plan command: FLOPs, bytes, memory and per-phase time."""

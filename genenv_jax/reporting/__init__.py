@@ -1,0 +1,1 @@
+"""Statistics and run reports: noise figures and the co-evolution phenomena verdicts."""

@@ -1,0 +1,1 @@
+"""Batched autoregressive sampling with a KV cache."""

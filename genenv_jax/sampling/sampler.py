@@ -1,0 +1,188 @@
+"""Autoregressive sampling with static shapes: jitted prefill, then a `lax.while_loop` decode over a KV cache.
+
+Shapes never depend on data: prompts are left-padded to a length bucket, the cache has prompt_bucket + max_new_tokens
+slots, and finished rows keep emitting `pad_id` with mask 0 until every row is done or the budget is spent, so a new
+prompt length or batch content does not recompile (the length-as-array idea of gemma's `_sampler_loop.py`).
+
+The log-prob returned for each sampled token is log softmax(logits / T) at that token (T = 1 for greedy), i.e. under
+the tempered distribution before top-k / top-p truncation, the convention of veRL's rollout log-probs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from genenv_jax.models.transformer import Transformer, init_cache
+from genenv_jax.models.runtime import mesh_context, model_mesh, place_batch
+
+DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+  """Static decoding settings (hashable: they are part of the compiled program)."""
+
+  max_new_tokens: int
+  temperature: float = 1.0   # 0 means greedy
+  top_k: int = 0             # 0 disables
+  top_p: float = 1.0         # 1 disables
+  eos_ids: tuple[int, ...] = ()
+  pad_id: int = 0
+
+  def __post_init__(self):
+    if self.max_new_tokens <= 0:
+      raise ValueError(f"max_new_tokens must be positive, got {self.max_new_tokens}")
+    if self.temperature < 0:
+      raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+    if self.top_k < 0:
+      raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+    if not 0.0 < self.top_p <= 1.0:
+      raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+class SampleOutput(NamedTuple):
+  tokens: jax.Array    # [B, N] int32, pad_id after a row finishes
+  logprobs: jax.Array  # [B, N] float32, 0 where mask is 0
+  mask: jax.Array      # [B, N] int32, 1 for generated tokens (the EOS included)
+
+
+def filter_logits(logits: jax.Array, top_k: int, top_p: float) -> jax.Array:
+  """Top-k (keep the k largest) then nucleus top-p (Holtzman et al. 2020: the smallest set with mass >= p)."""
+  neg = jnp.finfo(logits.dtype).min
+  if top_k > 0:
+    kth = jax.lax.top_k(logits, min(top_k, logits.shape[-1]))[0][..., -1:]
+    logits = jnp.where(logits < kth, neg, logits)
+  if top_p < 1.0:
+    sorted_logits = jnp.sort(logits, axis=-1)[..., ::-1]
+    probs = jax.nn.softmax(sorted_logits, axis=-1)
+    mass_before = jnp.cumsum(probs, axis=-1) - probs
+    cutoff = jnp.min(jnp.where(mass_before < top_p, sorted_logits, jnp.inf), axis=-1, keepdims=True)
+    logits = jnp.where(logits < cutoff, neg, logits)
+  return logits
+
+
+def sample_token(logits: jax.Array, key: jax.Array, params: SamplingParams) -> tuple[jax.Array, jax.Array]:
+  """Draws one token per row from [B, V] logits; returns (token, its log-prob under the tempered distribution)."""
+  if params.temperature == 0.0:
+    token = jnp.argmax(logits, axis=-1)
+    return token.astype(jnp.int32), jnp.take_along_axis(jax.nn.log_softmax(logits), token[:, None], -1)[:, 0]
+  scaled = logits / params.temperature
+  if params.top_k > 0:
+    # Sample among the k largest only (then top-p within them): no pass over the full vocabulary beyond top_k.
+    values, indices = jax.lax.top_k(scaled, min(params.top_k, scaled.shape[-1]))
+    choice = jax.random.categorical(key, filter_logits(values, 0, params.top_p), axis=-1)
+    token = jnp.take_along_axis(indices, choice[:, None], -1)[:, 0]
+  else:
+    token = jax.random.categorical(key, filter_logits(scaled, 0, params.top_p), axis=-1)
+  return token.astype(jnp.int32), jnp.take_along_axis(jax.nn.log_softmax(scaled), token[:, None], -1)[:, 0]
+
+
+def prefill(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, cache: dict) -> tuple[jax.Array, dict]:
+  """Runs the prompt through the model into the cache; returns the last position's logits [B, V] and the cache."""
+  logits, cache = model(prompt_ids, prompt_mask, cache=cache, logits_from=-1)
+  return logits[:, -1, :], cache
+
+
+def decode(model: Transformer, last_logits: jax.Array, cache: dict, key: jax.Array,
+           params: SamplingParams) -> tuple[SampleOutput, dict]:
+  """`lax.while_loop` decode: sample, write, feed the token back; stops when all rows hit an EOS or the budget.
+
+  Returns the samples and the final cache (returning it lets a caller's donated cache buffers be reused in place).
+  """
+  b, n = last_logits.shape[0], params.max_new_tokens
+  eos = jnp.asarray(params.eos_ids if params.eos_ids else (-1,), jnp.int32)
+
+  def cond(carry):
+    step, _, _, _, _, _, done, _ = carry
+    return (step < n) & ~jnp.all(done)
+
+  def body(carry):
+    step, logits, cache, tokens, logprobs, mask, done, key = carry
+    key, sub = jax.random.split(key)
+    token, logprob = sample_token(logits, sub, params)
+    live = ~done
+    token = jnp.where(live, token, params.pad_id)
+    tokens = tokens.at[:, step].set(token)
+    logprobs = logprobs.at[:, step].set(jnp.where(live, logprob, 0.0))
+    mask = mask.at[:, step].set(live.astype(jnp.int32))
+    done = done | jnp.isin(token, eos)
+    next_logits, cache = model(token[:, None], live[:, None].astype(jnp.int32), cache=cache)
+    return step + 1, next_logits[:, -1, :], cache, tokens, logprobs, mask, done, key
+
+  init = (jnp.zeros((), jnp.int32), last_logits, cache, jnp.full((b, n), params.pad_id, jnp.int32),
+          jnp.zeros((b, n), jnp.float32), jnp.zeros((b, n), jnp.int32), jnp.zeros((b,), bool), key)
+  _, _, cache, tokens, logprobs, mask, _, _ = jax.lax.while_loop(cond, body, init)
+  return SampleOutput(tokens, logprobs, mask), cache
+
+
+def sample(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, key: jax.Array,
+           params: SamplingParams) -> SampleOutput:
+  """Prefill plus decode in one traceable function, for use inside a larger jitted program (the co-evolution step)."""
+  cache = init_cache(model.config, prompt_ids.shape[0], prompt_ids.shape[1] + params.max_new_tokens)
+  last_logits, cache = prefill(model, prompt_ids, prompt_mask, cache)
+  return decode(model, last_logits, cache, key, params)[0]
+
+
+# ---- the eager entry point: buckets, validation, donated cache ------------------------------------------------------
+
+
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=4)
+def _prefill_jit(graphdef, state, prompt_ids, prompt_mask, cache):
+  return prefill(nnx.merge(graphdef, state), prompt_ids, prompt_mask, cache)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 5), donate_argnums=3)
+def _decode_jit(graphdef, state, last_logits, cache, key, params):
+  return decode(nnx.merge(graphdef, state), last_logits, cache, key, params)
+
+
+def bucket_length(length: int, buckets: Sequence[int]) -> int:
+  """The smallest bucket >= length (or length itself when it exceeds every bucket)."""
+  return next((b for b in sorted(buckets) if b >= length), length)
+
+
+def generate(model: Transformer, input_ids: Any, attention_mask: Any = None, *, max_new_tokens: int,
+             temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, eos_ids: Sequence[int] = (),
+             pad_id: int = 0, key: jax.Array | None = None, buckets: Sequence[int] = DEFAULT_BUCKETS,
+             max_cache_length: int | None = None) -> SampleOutput:
+  """Samples continuations of a left-padded prompt batch; deterministic for a given key.
+
+  The prompt is left-padded further to a length bucket so that new lengths reuse compiled programs. Raises ValueError
+  when prompt + generation would exceed max_cache_length (default: the model's max_position_embeddings).
+  """
+  params = SamplingParams(max_new_tokens=int(max_new_tokens), temperature=float(temperature), top_k=int(top_k),
+                          top_p=float(top_p), eos_ids=tuple(int(e) for e in eos_ids), pad_id=int(pad_id))
+  input_ids = np.asarray(input_ids, np.int32)
+  if input_ids.ndim != 2:
+    raise ValueError(f"input_ids must be [batch, length], got shape {input_ids.shape}")
+  mask = np.ones_like(input_ids) if attention_mask is None else np.asarray(attention_mask, np.int32)
+  if mask.shape != input_ids.shape:
+    raise ValueError(f"attention_mask shape {mask.shape} != input_ids shape {input_ids.shape}")
+  limit = int(max_cache_length or model.config.max_position_embeddings)
+  length = input_ids.shape[1]
+  if length + params.max_new_tokens > limit:
+    raise ValueError(f"prompt length {length} + max_new_tokens {params.max_new_tokens} = "
+                     f"{length + params.max_new_tokens} exceeds the cache limit of {limit} tokens; shorten the prompt, "
+                     "lower max_new_tokens, or raise max_cache_length")
+  padded = min(bucket_length(length, buckets), limit - params.max_new_tokens)
+  pad = padded - length
+  input_ids = np.pad(input_ids, ((0, 0), (pad, 0)), constant_values=params.pad_id)
+  mask = np.pad(mask, ((0, 0), (pad, 0)))
+  key = jax.random.key(0) if key is None else key
+
+  graphdef, state = nnx.split(model)
+  mesh = model_mesh(state)
+  ids, mask = place_batch((input_ids, mask), mesh)
+  cache = init_cache(model.config, ids.shape[0], padded + params.max_new_tokens)
+  cache = place_batch(cache, mesh) if mesh is not None else cache
+  with mesh_context(mesh):
+    last_logits, cache = _prefill_jit(graphdef, state, ids, mask, cache)
+    out, _ = _decode_jit(graphdef, state, last_logits, cache, key, params)
+  return out

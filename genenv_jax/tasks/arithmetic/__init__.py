@@ -1,0 +1,1 @@
+"""The embedded default domain: integer arithmetic with a difficulty knob."""

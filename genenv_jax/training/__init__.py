@@ -1,0 +1,1 @@
+"""The training loop around the step: warm start, checkpoints, metrics."""

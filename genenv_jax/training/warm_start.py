@@ -1,0 +1,86 @@
+"""Supervised warm start of both models on the domain's seed tasks (before co-evolution).
+
+The agent learns seed prompt -> correct answer; the env learns env prompt(seed) -> another seed task of nearby
+difficulty (|Δ difficulty| <= 1), so that the initial env writes well-formed tasks across the whole difficulty range
+and already tracks its seed's difficulty. Loss: token-mean NLL, L = Σ -log π(y_t | x, y_<t) / #tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from genenv_jax.tasks.base import Domain
+from genenv_jax.rl.logprobs import response_logprobs
+from genenv_jax.rl.updates import gradient_step
+
+
+def nearby_difficulty_partners(difficulty: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+  """For each task i, the index of a random task j != i with |d_j - d_i| <= 1 (i itself when it has none)."""
+  partners = np.arange(len(difficulty))
+  for i, d in enumerate(difficulty):
+    candidates = np.nonzero((np.abs(difficulty - d) <= 1) & (np.arange(len(difficulty)) != i))[0]
+    if len(candidates):
+      partners[i] = rng.choice(candidates)
+  return partners
+
+
+def sft_batches(domain: Domain, which: str, seed: int) -> dict[str, np.ndarray]:
+  """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask)."""
+  seeds = domain.seed_tasks()
+  if which == "agent":
+    return {"prompt_ids": seeds["prompt_ids"], "prompt_mask": seeds["prompt_mask"], "target": seeds["answer_ids"],
+            "target_mask": seeds["answer_mask"]}
+  partners = nearby_difficulty_partners(seeds["difficulty"], np.random.default_rng(seed))
+  rows = {k: jnp.asarray(v) for k, v in seeds.items()}
+  stats = {"p_hat": -jnp.ones(len(partners), jnp.float32)}  # negative = unknown success rate
+  prompt_ids, prompt_mask = jax.jit(domain.env_prompt)(rows, stats)
+  return {"prompt_ids": np.asarray(prompt_ids), "prompt_mask": np.asarray(prompt_mask),
+          "target": seeds["env_ids"][partners], "target_mask": seeds["env_mask"][partners]}
+
+
+def make_sft_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation) -> Callable:
+  """A jitted (params, opt_state, batch) -> (params, opt_state, loss) supervised step."""
+
+  def loss_fn(params, b):
+    logp, _ = response_logprobs(nnx.merge(graphdef, params), b["prompt_ids"], b["prompt_mask"], b["target"],
+                                b["target_mask"])
+    mask = b["target_mask"].astype(jnp.float32)
+    return -(logp * mask).sum(), mask.sum(), {}
+
+  def step(params, opt_state, batch):
+    params, opt_state, metrics = gradient_step(loss_fn, optimizer, params, opt_state, batch)
+    return params, opt_state, metrics["loss"]
+
+  return jax.jit(step, donate_argnums=(0, 1))
+
+
+def supervised_warm_start(graphdef: nnx.GraphDef, params: nnx.State, data: dict[str, np.ndarray], steps: int,
+                          batch_size: int, lr: float, seed: int, place: Callable = jnp.asarray,
+                          on_progress: Callable[[int, float], None] | None = None,
+                          local: slice = slice(None)) -> tuple[nnx.State, list[float]]:
+  """`steps` AdamW steps on random mini-batches of `data`; returns the new params and the loss curve.
+
+  Multi-process: every process draws the same global row indices (same `seed`), gathers only its own `local` slice
+  of them (`sharding.process_local_rows`), and `place` forms the global batch from those rows.
+  """
+  if steps <= 0:
+    return params, []
+  optimizer = optax.adamw(optax.cosine_decay_schedule(lr, steps, alpha=0.1))
+  opt_state = optimizer.init(params)
+  step = make_sft_step(graphdef, optimizer)
+  rng = np.random.default_rng(seed)
+  n = len(data["prompt_ids"])
+  losses = []
+  for i in range(steps):
+    rows = rng.choice(n, size=batch_size, replace=n < batch_size)
+    params, opt_state, loss = step(params, opt_state, place({k: v[rows[local]] for k, v in data.items()}))
+    losses.append(float(loss))
+    if on_progress is not None:
+      on_progress(i, losses[-1])
+  return params, losses

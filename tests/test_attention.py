@@ -16,6 +16,7 @@ from genenv_jax.models import attention as attn
 from genenv_jax.models.attention_blockwise import _visible_blocks, blockwise_attention
 from genenv_jax.models.attention_cudnn import cudnn_attention
 from genenv_jax.models.attention_splash import splash_attention
+from genenv_jax.sharding import make_mesh
 
 FWD_TOL, GRAD_TOL = 1e-5, 1e-4
 
@@ -114,6 +115,11 @@ def test_dispatch_and_fallbacks():
   assert attn.resolve("auto", jnp.float32, "cpu") == "blockwise"
   with pytest.raises(ValueError, match="unknown attention implementation 'flash'"):
     attn.attention(q, k, v, mask, implementation="flash")
+  with pytest.raises(ValueError, match="ModelConfig.attention='flash' is unknown"):
+    gj.ModelConfig(vocab_size=8, hidden_size=8, intermediate_size=8, num_layers=1, num_heads=2, num_kv_heads=1,
+                   head_dim=4, attention="flash")
+  assert gj.ModelConfig(vocab_size=8, hidden_size=8, intermediate_size=8, num_layers=1, num_heads=2, num_kv_heads=1,
+                        head_dim=4).attention == "auto"
   with pytest.raises(ValueError, match="GQA"):
     blockwise_attention(q, k[:, :1].repeat(3, axis=1), v[:, :1].repeat(3, axis=1), mask)
 
@@ -135,3 +141,13 @@ def test_hf_logit_parity_with_each_implementation(implementation, config, tmp_pa
   model = _with_attention(gj.load_hf(save_hf_model(hf_model, tmp_path)), implementation)
   ids, mask = left_padded_batch(hf_model.config.vocab_size)
   assert masked_max_diff(gj.forward(model, ids, mask), hf_logits(hf_model, ids, mask), mask) < ATOL
+
+
+def test_splash_under_a_mesh_runs_in_shard_map():
+  """Batch over data, key/value heads over tensor: each device's kernel sees whole sequences, so results match."""
+  q, k, v, r = _inputs(b=2, n=4, kv=2)
+  mask = _prefill_mask(3, 13)[1:]
+  mesh = make_mesh({"data": 2, "fsdp": 1, "tensor": 2}, jax.devices()[:4])
+  with jax.set_mesh(mesh):
+    _check(jax.jit(lambda q, k, v: splash_attention(q, k, v, mask, interpret=True)),
+           lambda q, k, v: attn.naive_attention(q, k, v, mask, 0), q, k, v, r, mask)

@@ -72,6 +72,16 @@ def test_prefill_matches_naive(name, heads):
          q, k, v, r, mask)
 
 
+@pytest.mark.parametrize("name", sorted(PREFILL))
+def test_all_padding_row_stays_finite(name):
+  """A row with no real token (batch filler) must not emit NaN: the next layer multiplies its keys by zero weights."""
+  q, k, v, _ = _inputs(b=2, t=6)
+  mask = jnp.asarray([[False] * 6, [True] * 6])
+  out = PREFILL[name](q, k, v, mask)
+  assert np.all(np.isfinite(np.asarray(out)))
+  np.testing.assert_allclose(out[1], attn.naive_attention(q, k, v, mask, 0)[1], atol=FWD_TOL)
+
+
 @pytest.mark.parametrize("t,offset", [(1, 9), (1, 0), (3, 6), (5, 11)])
 def test_cached_call_matches_naive_and_skips_unfilled_blocks(t, offset):
   """A chunk of t queries at cache slot `offset` over a 24-slot cache with kv_length = offset + t. Key blocks wholly

@@ -161,3 +161,18 @@ def test_splash_under_a_mesh_runs_in_shard_map():
   with jax.set_mesh(mesh):
     _check(jax.jit(lambda q, k, v: splash_attention(q, k, v, mask, interpret=True)),
            lambda q, k, v: attn.naive_attention(q, k, v, mask, 0), q, k, v, r, mask)
+
+
+def test_bfloat16_inputs_keep_their_dtype_and_track_float32():
+  """bf16 q, k, v (a bf16 model): scores and softmax stay float32 inside, so blockwise is as close to the float32
+  reference as naive in bf16 is."""
+  q, k, v, _ = _inputs()
+  mask = _prefill_mask(3, 13)
+  rows = np.asarray(mask)
+  want = np.asarray(attn.naive_attention(q, k, v, mask, 0))[rows]
+  lo = [x.astype(jnp.bfloat16) for x in (q, k, v)]
+  got = blockwise_attention(*lo, mask, block_q=4, block_k=3)
+  assert got.dtype == jnp.bfloat16
+  err = np.max(np.abs(np.asarray(got, np.float32)[rows] - want))
+  err_naive = np.max(np.abs(np.asarray(attn.naive_attention(*lo, mask, 0), np.float32)[rows] - want))
+  assert err < 2 * err_naive + 1e-3, (err, err_naive)

@@ -6,6 +6,18 @@ softmax(q kᵀ / √d + mask) v (Vaswani et al. 2017), with num_heads query head
 Left-padded prompts, right-padded responses and a partly filled KV cache are all expressed by `key_mask`.
 
 A query row that sees no key (a padding position) gets some finite output; callers never read it.
+
+Implementations (ModelConfig.attention):
+  naive      the reference below; materialises [B, H, T, S] float32 scores.
+  blockwise  pure-JAX flash attention with a custom VJP (attention_blockwise); every backend; reads only the key
+             blocks below kv_length and the causal diagonal.
+  splash     TPU Pallas splash attention (attention_splash) for prefill; cached calls go to blockwise.
+  cudnn      GPU cuDNN flash attention (attention_cudnn) for prefill; cached calls go to blockwise.
+  auto       by backend: TPU -> splash, GPU -> cudnn (blockwise for float32, which cuDNN's kernel does not take),
+             CPU -> blockwise.
+"Prefill" means a call without a cache: query_offset is the Python int 0, no kv_length, and S == T.
+Asked for explicitly on another backend, splash runs in the Pallas interpreter and cudnn's adapter runs jax.nn's XLA
+kernel (both slow and quadratic in memory, for tests of the adapters on CPU).
 """
 
 from __future__ import annotations
@@ -15,7 +27,11 @@ import math
 import jax
 import jax.numpy as jnp
 
-IMPLEMENTATIONS = ("naive",)
+from genenv_jax.models.attention_blockwise import blockwise_attention
+from genenv_jax.models.attention_cudnn import cudnn_attention
+from genenv_jax.models.attention_splash import splash_attention
+
+IMPLEMENTATIONS = ("naive", "blockwise", "splash", "cudnn", "auto")
 
 
 def naive_attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array,
@@ -33,6 +49,20 @@ def naive_attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Arra
   return jnp.einsum("bkgts,bksd->btkgd", probs, v.astype(q.dtype)).reshape(b, t, n, d)
 
 
+def resolve(implementation: str, dtype=jnp.float32, backend: str | None = None) -> str:
+  """The concrete implementation that `implementation` names on `backend` (default: jax's default backend)."""
+  if implementation not in IMPLEMENTATIONS:
+    raise ValueError(f"unknown attention implementation {implementation!r}; choose one of {IMPLEMENTATIONS}")
+  if implementation != "auto":
+    return implementation
+  backend = backend or jax.default_backend()
+  if backend == "tpu":
+    return "splash"
+  if backend in ("gpu", "cuda", "rocm") and jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16):
+    return "cudnn"
+  return "blockwise"
+
+
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array, query_offset: jax.Array | int = 0,
               *, kv_length: jax.Array | None = None, implementation: str = "naive") -> jax.Array:
   """Attention of q [B, T, N, D] over k, v [B, K, S, D] (the KV cache's layout) -> [B, T, N, D] in q's dtype.
@@ -41,7 +71,12 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array, que
   kv_length (optional int32 scalar) promises that no slot >= kv_length holds a key, so an implementation may stop
   reading there (decoding over a partly filled cache). Scores are scaled by 1/√D and softmaxed in float32.
   """
-  del kv_length  # the naive reference reads every slot
+  implementation = resolve(implementation, q.dtype)
   if implementation == "naive":
     return naive_attention(q, k, v, key_mask, query_offset)
-  raise ValueError(f"unknown attention implementation {implementation!r}; choose one of {IMPLEMENTATIONS}")
+  prefill = isinstance(query_offset, int) and query_offset == 0 and kv_length is None and k.shape[2] == q.shape[1]
+  if implementation == "splash" and prefill:
+    return splash_attention(q, k, v, key_mask, interpret=jax.default_backend() != "tpu")
+  if implementation == "cudnn" and prefill:
+    return cudnn_attention(q, k, v, key_mask, implementation="cudnn" if jax.default_backend() == "gpu" else "xla")
+  return blockwise_attention(q, k, v, key_mask, query_offset, kv_length)

@@ -7,6 +7,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from genenv_jax.models.attention import IMPLEMENTATIONS
+
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 
@@ -43,7 +45,7 @@ class ModelConfig:
   param_dtype: str = "float32"
   dtype: str = "float32"
   remat: bool = False
-  attention: str = "naive"  # genenv_jax.models.attention.IMPLEMENTATIONS
+  attention: str = "auto"  # genenv_jax.models.attention.IMPLEMENTATIONS; auto: TPU splash, GPU cudnn, CPU blockwise
   architecture: str = "LlamaForCausalLM"
   source_hf_config: str = ""  # the loaded config.json (JSON text), carried through to export
 
@@ -58,6 +60,8 @@ class ModelConfig:
       raise ValueError(f"head_dim={self.head_dim} must be even for rotary embeddings")
     to_dtype(self.param_dtype)
     to_dtype(self.dtype)
+    if self.attention not in IMPLEMENTATIONS:
+      raise ValueError(f"ModelConfig.attention={self.attention!r} is unknown; choose one of {IMPLEMENTATIONS}")
 
   @property
   def num_params(self) -> int:

@@ -1,7 +1,7 @@
 """The embedded default: a tiny agent and a tiny env co-evolving on synthetic arithmetic, on a CPU in minutes.
 
-Variants (`--config=configs/default.py:VARIANT`):
-  (none)    the demo: warm start, then co-evolution, about 10 minutes on a 2-core CPU.
+Variants (`--config=configs/default.py:VARIANT`, composable left to right with '+', e.g. `smoke+random`):
+  (none)    the demo (also named `coevolve`): warm start, then co-evolution, about 10 minutes on a 2-core CPU.
   smoke     the same run shrunk to about a minute (CI and scripts use it).
   random    GenEnv-Random: the env samples tasks but is never trained (env.train=False).
   static    static augmentation: the env generates once after warm start, then only replay.
@@ -69,6 +69,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.agent.optimizer = ml_collections.ConfigDict(dict(lr=1e-4, weight_decay=0.0, max_grad_norm=1.0, eps=1e-8,
                                                      warmup_steps=10))
   c.agent.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
+  c.agent.logprob_chunk = 512     # response positions per LM-head chunk when scoring log-probs (rl.logprobs)
   c.agent.grpo = ml_collections.ConfigDict(dict(
       group_size=10, advantage="grpo", clip_low=0.2, clip_high=0.2, kl_coef=0.05, kl_estimator="k3",
       entropy_coef=0.0, loss_agg="token-mean", minibatches=1))
@@ -80,6 +81,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.env.optimizer = ml_collections.ConfigDict(dict(lr=5e-4, weight_decay=0.0, max_grad_norm=1.0, eps=1e-8,
                                                    warmup_steps=10))
   c.env.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
+  c.env.logprob_chunk = 512
   c.env.num_seeds = 32
   c.env.samples_per_seed = 1
   c.env.curriculum = ml_collections.ConfigDict(dict(alpha=0.5, beta=10.0, k_min=0.1, rwr_lambda=1.0))
@@ -93,7 +95,18 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
 
   c.warm_start = ml_collections.ConfigDict(dict(agent_steps=1000, env_steps=150, batch_size=64, lr=3e-3))
 
-  variant = arg.strip()
+  for variant in [v.strip() for v in arg.split("+")]:  # override sets compose left to right: smoke+random
+    _apply_variant(c, variant)
+  return c
+
+
+VARIANTS = ("coevolve", "smoke", "random", "static", "grpo", "pg")
+
+
+def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
+  """One named override set (module docstring); "" and "coevolve" leave the demo as it is."""
+  if variant in ("", "coevolve"):
+    return
   if variant == "smoke":
     c.total_steps = 6
     c.checkpoint_every = 3
@@ -118,7 +131,6 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     c.env.objective = "pg"
     c.env.num_seeds = 4
     c.env.samples_per_seed = 2
-  elif variant:
-    raise ValueError(f"unknown variant {variant!r} of configs/default.py; "
-                     "choose one of: smoke, random, static, grpo, pg (or none)")
-  return c
+  else:
+    raise ValueError(f"unknown variant {variant!r} of configs/default.py; choose from {', '.join(VARIANTS)} "
+                     "(or none), joined with '+' to compose, e.g. smoke+random")

@@ -10,27 +10,63 @@ Everything is complete apart from the three paths. Values (GenEnv, arXiv 2512.19
   Parameters and compute in bfloat16 with remat; the mesh is fully-sharded data parallel over every chip
   (fsdp = -1), which `python -m genenv_jax.plan` sizes per slice.
 
-Variants (`configs/qwen2_5_7b.py:VARIANT`, see SLICES): `v5p-64`, `v5p-128`, `v6e-64` set the slice's mesh and the
-agent's GRPO mini-batches, 32 fresh + 32 replayed tasks per step, and pad the domain to the paper's lengths
-(PAPER_LENGTHS, 9,000 agent tokens) for planning: `python -m genenv_jax.plan --config=configs/qwen2_5_7b.py:v5p-64
---devices=32 --chip=v5p --layers=2,4` (README, "Planning": at these lengths neither planned slice fits yet).
+Variants (`configs/qwen2_5_7b.py:VARIANT`, VARIANT = SLICE, DOMAIN or DOMAIN,SLICE):
+  SLICE (see SLICES): `v5p-64`, `v5p-128`, `v6e-64` (Qwen2.5-7B agent and env) and the single-host `v5p-8`, `v6e-8`
+    (Qwen2.5-1.5B agent and env: set both hf_path fields to a Qwen2.5-1.5B-Instruct directory) set the slice
+    (`config.slice`, which `genenv_jax.plan` reads), its mesh, the agent's GRPO mini-batches, 32 fresh + 32 replayed
+    tasks x G = 8 per step, and the paper's hard case of lengths (PAPER_LENGTHS): the agent at 8,000 prompt + 1,000
+    response tokens, the env at 4,096 prompt + 4,096 output tokens, which the arithmetic domain pads to.
+  DOMAIN: one of the benchmark training domains of configs/tools.py (api_bank, bfcl, bamboogle, travelplanner,
+    alfworld) at the same lengths, except the env's output: TEXT_ENV_OUTPUT = 3,584 tokens, so that the 4,096-token env
+    prompt holds the env instruction (up to 512 tokens) plus a seed task.
+Plan one with `python -m genenv_jax.plan --config=configs/qwen2_5_7b.py:v5p-64` (README, "Planning").
 """
+
+import dataclasses
 
 import ml_collections
 
-from configs import default
+from configs import default, tools
 
-# The paper's sequence lengths ("up to 9,000 tokens"): the arithmetic domain pads its prompts and answer budgets to
-# these (its length fields only need to be >= what its longest task takes), so the compiled step has the real shapes.
-PAPER_LENGTHS = dict(agent_prompt_len=1000, agent_answer_len=8000, env_prompt_len=1000, env_output_len=1000)
+# The hard case that covers the paper (issue 10): task prompts average about 5.7k tokens and agent responses 137-204
+# (paper Fig. 5); the official code allows the agent 4,096 + 512 tokens and the env an 8,192-token context. The
+# arithmetic domain pads its prompts and answer budgets to these (its length fields only need to be >= what its
+# longest task takes), so the compiled step has these shapes.
+PAPER_LENGTHS = dict(agent_prompt_len=8000, agent_answer_len=1000, env_prompt_len=4096, env_output_len=4096)
+TEXT_ENV_OUTPUT = 3584  # a benchmark domain's env prompt holds its instruction and a seed task of < env_output_len
 
-# Slice -> (mesh over its chips, agent GRPO mini-batches), sized with `python -m genenv_jax.plan` (README, Planning).
-# JAX sees one device per chip: v5p-N has N/2 chips (N counts TensorCores), v6e-N has N chips.
+
+@dataclasses.dataclass(frozen=True)
+class Slice:
+  mesh: dict          # over the slice's chips (JAX sees one device per chip)
+  minibatches: int    # the agent's GRPO mini-batches: 512 rows / 16 = 32 per mini-batch, one row per chip on 32
+  arch: str           # the model both the agent and the env are (genenv_jax.plan.KNOWN_MODELS)
+
+
+# Sized with `python -m genenv_jax.plan` (README, Planning). v5p-N has N/2 chips (N counts TensorCores), v6e-N N chips.
 SLICES = {
-    "v5p-64": (dict(data=1, fsdp=32, tensor=1), 16),
-    "v5p-128": (dict(data=1, fsdp=32, tensor=2), 16),
-    "v6e-64": (dict(data=1, fsdp=32, tensor=2), 16),
+    "v5p-64": Slice(dict(data=1, fsdp=32, tensor=1), 16, "qwen2.5-7b"),
+    "v5p-128": Slice(dict(data=1, fsdp=32, tensor=2), 16, "qwen2.5-7b"),
+    "v6e-64": Slice(dict(data=1, fsdp=32, tensor=2), 16, "qwen2.5-7b"),
+    "v5p-8": Slice(dict(data=1, fsdp=4, tensor=1), 16, "qwen2.5-1.5b"),
+    "v6e-8": Slice(dict(data=1, fsdp=8, tensor=1), 16, "qwen2.5-1.5b"),
 }
+
+
+def parse_variant(arg: str) -> tuple[str, str]:
+  """'api_bank,v5p-64' -> ('api_bank', 'v5p-64'); 'v5p-64' -> ('', 'v5p-64'); 'bfcl' -> ('bfcl', ''); '' -> ('', '')."""
+  parts = [p.strip() for p in arg.split(",")] if arg.strip() else []
+  domain = slice_name = ""
+  for part in parts:
+    if part in SLICES and not slice_name:
+      slice_name = part
+    elif part in tools.LENGTHS and not domain:
+      domain = part
+    else:
+      raise ValueError(f"unknown or repeated part {part!r} in variant {arg!r} of configs/qwen2_5_7b.py; the variant is "
+                       f"SLICE, DOMAIN or DOMAIN,SLICE with SLICE one of {', '.join(SLICES)} and DOMAIN one of "
+                       f"{', '.join(tools.LENGTHS)}")
+  return domain, slice_name
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
@@ -64,15 +100,21 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.pools.num_replay = 16        # 48 fresh + 16 replayed = 64 tasks per step, the paper's batch
   c.warm_start.agent_steps = 0   # instruction-tuned checkpoints need no supervised warm start
   c.warm_start.env_steps = 0
-  variant = arg.strip()
-  if variant:
-    if variant not in SLICES:
-      raise ValueError(f"unknown variant {variant!r} of configs/qwen2_5_7b.py; choose one of: "
-                       f"{', '.join(SLICES)} (or none)")
-    mesh, minibatches = SLICES[variant]
-    c.mesh = ml_collections.ConfigDict(mesh)
-    c.agent.grpo.minibatches = minibatches
+  c.slice = ""  # a Cloud TPU slice name (e.g. v5p-64): what `genenv_jax.plan` plans for
+  domain, slice_name = parse_variant(arg)
+  if slice_name:
+    sl = SLICES[slice_name]
+    c.slice = slice_name
+    c.mesh = ml_collections.ConfigDict(sl.mesh)
+    c.agent.grpo.minibatches = sl.minibatches
+    for model in (c.agent.model, c.env.model):
+      model.arch = sl.arch
     c.env.num_seeds = 32        # 32 fresh + 32 replayed = 64 tasks: both batches split over the (data, fsdp) shards
     c.pools.num_replay = 32
     c.domain.update(PAPER_LENGTHS)
+  if domain:
+    spec, threshold = tools.LENGTHS[domain][4:]
+    c.domain = ml_collections.ConfigDict(dict(
+        name=domain, data_dir="", num_seeds=0, num_heldout=64, spec_len=spec, success_threshold=threshold,
+        **{**PAPER_LENGTHS, "env_output_len": TEXT_ENV_OUTPUT}, **tools.FAMILY_DEFAULTS.get(domain, {})))
   return c

@@ -2,11 +2,12 @@
 
 Variants (`--config=configs/tools.py:NAME`): api_bank (the default), bfcl, bamboogle, travelplanner, alfworld, each
 the training domain of that benchmark (`genenv_jax/domains/registry.py`, `text_domain.py`, `*_tasks.py`), on the
-real data in ../shared/data (`--config.domain.data_dir` to point elsewhere). The tokenizer is the shipped
-sentencepiece model (byte fallback, so any text round-trips; `--config.tokenizer=HF_DIR` for a model's own), whose
-512 pieces make long texts: the lengths below are in its tokens, and tasks that do not fit are dropped (counted).
-These runs check the plumbing (env writes, domain parses and verifies on the host, both models update); tiny random
-models solve nothing. For real training start from configs/qwen2_5_7b.py and set `domain` as here.
+benchmark data (`python -m genenv_jax.data fetch NAME`; `--config.domain.data_dir`, else $GENENV_DATA, else
+~/.cache/genenv_jax/data). The tokenizer is the shipped sentencepiece model (byte fallback, so any text round-trips;
+`--config.tokenizer=HF_DIR` for a model's own), whose 512 pieces make long texts: the lengths below are in its
+tokens, and tasks that do not fit are dropped (counted). These runs check the plumbing (env writes, domain parses and
+verifies on the host, both models update); tiny random models solve nothing. For real training start from
+configs/qwen2_5_7b.py and set `domain` as here.
 """
 
 import ml_collections

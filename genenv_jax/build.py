@@ -66,7 +66,8 @@ def step_settings(config: ml_collections.ConfigDict, domain: Domain, tokenizer: 
   return StepSettings(
       mode=config.mode, env_train=e.train, env_objective=e.objective, num_seeds=e.num_seeds,
       env_samples_per_seed=e.samples_per_seed, num_replay=p.num_replay, group_size=a.grpo.group_size,
-      agent_minibatches=a.grpo.minibatches, agent_sampling=sampling_params(a.sampling, domain.agent_answer_len),
+      agent_minibatches=a.grpo.minibatches, agent_logprob_chunk=a.logprob_chunk, env_logprob_chunk=e.logprob_chunk,
+      agent_sampling=sampling_params(a.sampling, domain.agent_answer_len),
       env_sampling=sampling_params(e.sampling, domain.env_output_len), advantage=a.grpo.advantage,
       clip_low=a.grpo.clip_low, clip_high=a.grpo.clip_high, agent_kl_coef=a.grpo.kl_coef,
       kl_estimator=a.grpo.kl_estimator, entropy_coef=a.grpo.entropy_coef, loss_agg=a.grpo.loss_agg,

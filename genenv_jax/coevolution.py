@@ -17,6 +17,7 @@ env_train=False is GenEnv-Random (the env samples but never learns).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -67,6 +68,8 @@ class StepSettings:
   group_size: int = 8              # G rollouts per task
   agent_minibatches: int = 1
   env_minibatches: int = 1
+  agent_logprob_chunk: int = 512   # response positions per LM-head chunk in the log-probs (rl.logprobs)
+  env_logprob_chunk: int = 512
   agent_sampling: sampling.SamplingParams = sampling.SamplingParams(max_new_tokens=8)
   env_sampling: sampling.SamplingParams = sampling.SamplingParams(max_new_tokens=16)
   # GRPO (official GenEnv / veRL defaults; see configs/default.py)
@@ -165,30 +168,43 @@ class Coevolution:
     rewards = jnp.where(grouped.valid, rewards, 0.0).reshape(-1, s.group_size)
     return grouped, out, rewards
 
+  def _logprobs(self, graphdef: nnx.GraphDef, params: nnx.State, sampling_params: sampling.SamplingParams,
+                chunk_size: int, prompt_ids, prompt_mask, response, response_mask, with_entropy: bool = False):
+    """log π_T of the response (and its entropy) at the sampling temperature T that produced it (rl.logprobs)."""
+    return response_logprobs(nnx.merge(graphdef, params), prompt_ids, prompt_mask, response, response_mask,
+                             with_entropy, temperature=sampling_params.temperature, chunk_size=chunk_size)
+
   def agent_update(self, agent_params, agent_opt, agent_ref, grouped: TaskBatch, out: sampling.SampleOutput,
                    rewards: jax.Array, valid: jax.Array):
-    """GRPO: group advantages, then clipped surrogate + k3 KL to the reference, over mini-batches."""
+    """GRPO: group advantages, then clipped surrogate + k3 KL to the reference, over mini-batches.
+
+    The reference log-probs are computed per mini-batch inside the update (`minibatch_updates(prepare=...)`), with
+    the reference parameters passed into the scan as an argument.
+    """
     s = self.settings
     adv, adv_metrics = grpo.compute_advantages(rewards, valid, method=s.advantage)
     response_mask = out.mask * grouped.valid[:, None].astype(jnp.int32)
     batch = {"prompt_ids": grouped.prompt_ids, "prompt_mask": grouped.prompt_mask, "response": out.tokens,
              "response_mask": response_mask, "logp_old": out.logprobs, "adv": adv.reshape(-1)}
-    if s.agent_kl_coef > 0:
-      ref_model = nnx.merge(self.agent_graphdef, agent_ref)
-      batch["logp_ref"] = jax.lax.stop_gradient(response_logprobs(
-          ref_model, batch["prompt_ids"], batch["prompt_mask"], batch["response"], response_mask)[0])
+    logp = functools.partial(self._logprobs, self.agent_graphdef, sampling_params=s.agent_sampling,
+                             chunk_size=s.agent_logprob_chunk)
+
+    def with_reference(ref_params, b):
+      return {**b, "logp_ref": logp(ref_params, prompt_ids=b["prompt_ids"], prompt_mask=b["prompt_mask"],
+                                    response=b["response"], response_mask=b["response_mask"])[0]}
 
     def loss_fn(params, b):
-      model = nnx.merge(self.agent_graphdef, params)
-      logp, entropy = response_logprobs(model, b["prompt_ids"], b["prompt_mask"], b["response"], b["response_mask"],
-                                        with_entropy=True)
-      return grpo.grpo_loss(logp, b["logp_old"], b.get("logp_ref"), b["adv"], b["response_mask"],
+      logp_new, entropy = logp(params, prompt_ids=b["prompt_ids"], prompt_mask=b["prompt_mask"],
+                               response=b["response"], response_mask=b["response_mask"], with_entropy=True)
+      return grpo.grpo_loss(logp_new, b["logp_old"], b.get("logp_ref"), b["adv"], b["response_mask"],
                             clip_low=s.clip_low, clip_high=s.clip_high, kl_coef=s.agent_kl_coef,
                             kl_estimator=s.kl_estimator, entropy=entropy, entropy_coef=s.entropy_coef,
                             loss_agg_mode=s.loss_agg, max_len=float(s.agent_sampling.max_new_tokens))
 
+    use_ref = s.agent_kl_coef > 0
     params, opt, metrics = minibatch_updates(loss_fn, self.agent_optimizer, agent_params, agent_opt, batch,
-                                             s.agent_minibatches)
+                                             s.agent_minibatches, constants=agent_ref if use_ref else None,
+                                             prepare=with_reference if use_ref else None)
     adv_valid = jnp.repeat(valid, s.group_size)
     metrics.update(_masked_stats(adv.reshape(-1), adv_valid, "adv"), zero_std_frac=adv_metrics["zero_std_frac"])
     return params, opt, metrics
@@ -202,15 +218,14 @@ class Coevolution:
     else:
       env_mask = env_out.mask * cur["keep"][:, None].astype(jnp.int32)  # RWR trains on the kept tasks only
     prompt_ids, prompt_mask = env_prompts
-    ref_model = nnx.merge(self.env_graphdef, env_ref)
-    logp_ref = jax.lax.stop_gradient(
-        response_logprobs(ref_model, prompt_ids, prompt_mask, env_out.tokens, env_mask)[0])
-    batch = {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "tokens": env_out.tokens, "mask": env_mask,
-             "logp_old": env_out.logprobs, "logp_ref": logp_ref, "weights": cur["weights"], "r_env": cur["r_env"]}
 
     def logp_of(params, b):
-      model = nnx.merge(self.env_graphdef, params)
-      return response_logprobs(model, b["prompt_ids"], b["prompt_mask"], b["tokens"], b["mask"])[0]
+      return self._logprobs(self.env_graphdef, params, s.env_sampling, s.env_logprob_chunk, b["prompt_ids"],
+                            b["prompt_mask"], b["tokens"], b["mask"])[0]
+
+    batch = {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "tokens": env_out.tokens, "mask": env_mask,
+             "logp_old": env_out.logprobs, "weights": cur["weights"], "r_env": cur["r_env"]}
+    batch["logp_ref"] = jax.lax.stop_gradient(logp_of(env_ref, batch))
 
     def loss_fn(params, b):
       logp = logp_of(params, b)

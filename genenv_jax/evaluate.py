@@ -36,11 +36,10 @@ import sys
 import time
 from typing import Any, Mapping, Sequence, TextIO
 
+from genenv_jax import data
 from genenv_jax.domains.benchmark import EvalItem, ItemResult
 from genenv_jax.domains.benchmarks import benchmark_names, benchmark_note, make_benchmark
 
-PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[1]
-DEFAULT_DATA_DIR = PROJECT_ROOT.parent / "shared" / "data"
 COUNT_SUFFIXES = ("/n", "/correct")
 
 
@@ -51,7 +50,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   p.add_argument("--benchmark", required=True, help=f"one of: {', '.join(benchmark_names())}")
   p.add_argument("--split", help="a split of the benchmark (BFCL: a category such as live_multiple); default all")
   p.add_argument("--limit", type=int, help="items per split (api_bank, bfcl) or in all (see the module docstring)")
-  p.add_argument("--data-dir", help=f"benchmark data (default: {DEFAULT_DATA_DIR} when it exists)")
+  p.add_argument("--data-dir", help=f"benchmark data (default: ${data.ENV_VAR}, else {data.default_data_dir()}); "
+                 "fill it with: python -m genenv_jax.data fetch NAME")
   source = p.add_argument_group("what answers (exactly one)")
   source.add_argument("--model", help="an HF model directory (config.json + safetensors)")
   source.add_argument("--workdir", help="a training run's workdir (summary.json + checkpoints/)")
@@ -82,19 +82,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 # ---- inputs ----------------------------------------------------------------------------------------------------------
-
-
-def resolve_data_dir(data_dir: str | None) -> pathlib.Path:
-  """--data-dir, or ../shared/data beside the project; FileNotFoundError when neither exists."""
-  if data_dir:
-    path = pathlib.Path(data_dir).expanduser()
-    if not path.is_dir():
-      raise FileNotFoundError(f"--data-dir {path} does not exist")
-    return path
-  if DEFAULT_DATA_DIR.is_dir():
-    return DEFAULT_DATA_DIR
-  raise FileNotFoundError(f"no --data-dir given and the default {DEFAULT_DATA_DIR} does not exist; pass --data-dir "
-                          "DIR (the layout of ../shared/data, see its README.md)")
 
 
 def read_predictions(path: str | pathlib.Path) -> dict[str, str]:
@@ -337,7 +324,8 @@ def evaluate(args: argparse.Namespace, stdout: TextIO, stderr: TextIO | None) ->
   """Runs the evaluation the flags describe; returns the metrics record (also written to the metrics file)."""
   check_args(args)
   benchmark = make_benchmark(args.benchmark, **({"cache_dir": args.cache_dir} if args.cache_dir else {}))
-  data_dir = resolve_data_dir(args.data_dir)
+  # each benchmark's dataset has its name; DataMissingError (a FileNotFoundError) names the file and the fix
+  data_dir = data.require(data.resolve_data_dir(args.data_dir), [args.benchmark])
   stream = None if args.quiet else stderr
   started = time.monotonic()
   if args.episodes:

@@ -11,15 +11,20 @@ wrong type is rejected while the flags are parsed, before any work starts.
 from __future__ import annotations
 
 import os
+import sys
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (get_config(arg) style), e.g. "
-                                          "configs/default.py or configs/default.py:smoke.", lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints, TensorBoard events and summary.json "
-                               "(a restart with the same workdir resumes).")
-flags.mark_flags_as_required(["config", "workdir"])
+def _define_flags() -> None:
+  """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
+  another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
+  global _CONFIG, _WORKDIR
+  _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (get_config(arg) style), e.g. "
+                                            "configs/default.py or configs/default.py:smoke.", lock_config=True)
+  _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints, TensorBoard events and summary.json "
+                                 "(a restart with the same workdir resumes).")
+  flags.mark_flags_as_required(["config", "workdir"])
 
 
 def format_summary(summary: dict) -> str:
@@ -37,9 +42,14 @@ def main(argv) -> None:
   from genenv_jax import sharding
   # Before any JAX computation: config.distributed=True, or JAX_NUM_PROCESSES > 1 from the launch environment.
   sharding.maybe_initialize_distributed(config.get("distributed", False))
+  from genenv_jax.data import DataMissingError
   from genenv_jax.train import train  # imported after flag parsing: bad flags fail before JAX starts
   workdir = os.path.expanduser(_WORKDIR.value)
-  summary = train(config, workdir, log=lambda msg: print(msg, flush=True) if sharding.is_main_process() else None)
+  try:
+    summary = train(config, workdir, log=lambda msg: print(msg, flush=True) if sharding.is_main_process() else None)
+  except DataMissingError as e:  # names the dataset, the file and the fetch command
+    print(f"error: {e}", file=sys.stderr, flush=True)
+    sys.exit(2)
   if sharding.is_main_process():
     print(format_summary(summary), flush=True)
     print(f"summary: {os.path.join(workdir, 'summary.json')}; TensorBoard: tensorboard --logdir "
@@ -47,4 +57,5 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

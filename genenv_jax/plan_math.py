@@ -1,6 +1,7 @@
-"""The maths of `genenv_jax.plan`: TPU chips, the per-device memory verdict, a roofline step time, MFU, and advice.
+"""The maths of `genenv_jax.plan`: TPU chips and slices, the per-device memory verdict, FLOP counts, and advice.
 
-Every function here is pure (numbers in, numbers out) and tested by hand-computed cases in tests/test_plan.py.
+Every function here is pure (numbers in, numbers out) and tested by hand-computed cases in tests/test_plan.py. The
+per-phase time, collectives, MFU and memory breakdown are in plan_analytic.py.
 
 Chips (one JAX device per chip: v4 and v5p run their two TensorCores as one "megacore" device; v5e and v6e have one
 TensorCore per chip). Peak dense bf16 FLOP/s, HBM capacity and HBM bandwidth per chip, from Google Cloud's TPU
@@ -9,22 +10,26 @@ system-architecture pages (read 2026-12):
   v5e  197 TFLOP/s, 16 GiB,  819 GB/s   https://cloud.google.com/tpu/docs/v5e
   v5p  459 TFLOP/s, 95 GiB, 2765 GB/s   https://cloud.google.com/tpu/docs/v5p
   v6e  918 TFLOP/s, 32 GiB, 1640 GB/s   https://cloud.google.com/tpu/docs/v6e
-Slice names count TensorCores for v4/v5p (v5p-64 = 32 chips = 32 JAX devices) and chips for v5e/v6e (v6e-64 = 64).
+ICI (inter-chip interconnect) bandwidth per chip, ONE direction, i.e. what a chip can receive per second in a
+collective: half the pages' "bidirectional ICI bandwidth per chip" (v5p 1200 GB/s, v6e 800 GB/s, v5e 400 GB/s).
+Cross-check: the pages' "all-reduce bandwidth per Pod" over the pod's chips gives the same one-direction figure
+(v6e 102.4 TB/s / 256 = 400 GB/s, v5e 51.2 TB/s / 256 = 200 GB/s). v4's page gives no per-chip figure: its
+1.1 PB/s all-reduce bandwidth per 4096-chip pod, 269 GB/s per chip, is used.
+  v4   269 GB/s (1.1 PB/s / 4096)   v5e 200 GB/s   v5p 600 GB/s   v6e 400 GB/s
+Slice names count TensorCores for v4/v5p (v5p-64 = 32 chips = 32 JAX devices) and chips for v5e/v6e (v6e-64 = 64):
+`slice_chips`.
 
 Memory (per device, from XLA's CompiledMemoryStats): peak ≈ arguments + outputs + temporaries + generated code −
 aliased bytes (donated inputs that outputs reuse), the usual upper bound (MaxText's "total memory" uses the same
 sum). A config fits when that peak is at most `usable_fraction` (default 0.9) of the chip's HBM: the margin covers
 the runtime's own reservations, fragmentation, and the CPU compiler's buffer assignment differing from TPU's.
-
-Step time (roofline, Williams et al. 2009): each phase takes max(FLOPs / peak FLOP/s, HBM bytes / bandwidth) per
-device; the step is the sum of its phases. MFU (PaLM, Chowdhery et al. 2022, appendix B) = model FLOPs (no
-rematerialisation recompute) / (devices × peak FLOP/s × step time).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+import re
+from collections.abc import Mapping
 
 GIB = 2**30
 
@@ -35,14 +40,15 @@ class Chip:
   peak_flops: float   # dense bf16 FLOP/s per chip (= per JAX device)
   hbm_bytes: float    # HBM capacity per chip
   hbm_bandwidth: float  # bytes/s per chip
+  ici_bandwidth: float  # bytes/s one chip receives over ICI (one direction; see the module docstring)
   source: str
 
 
 CHIPS: dict[str, Chip] = {
-    "v4": Chip("v4", 275e12, 32 * GIB, 1200e9, "https://cloud.google.com/tpu/docs/v4"),
-    "v5e": Chip("v5e", 197e12, 16 * GIB, 819e9, "https://cloud.google.com/tpu/docs/v5e"),
-    "v5p": Chip("v5p", 459e12, 95 * GIB, 2765e9, "https://cloud.google.com/tpu/docs/v5p"),
-    "v6e": Chip("v6e", 918e12, 32 * GIB, 1640e9, "https://cloud.google.com/tpu/docs/v6e"),
+    "v4": Chip("v4", 275e12, 32 * GIB, 1200e9, 1.1e15 / 4096, "https://cloud.google.com/tpu/docs/v4"),
+    "v5e": Chip("v5e", 197e12, 16 * GIB, 819e9, 200e9, "https://cloud.google.com/tpu/docs/v5e"),
+    "v5p": Chip("v5p", 459e12, 95 * GIB, 2765e9, 600e9, "https://cloud.google.com/tpu/docs/v5p"),
+    "v6e": Chip("v6e", 918e12, 32 * GIB, 1640e9, 400e9, "https://cloud.google.com/tpu/docs/v6e"),
 }
 
 
@@ -52,6 +58,23 @@ def chip(name: str) -> Chip:
   if key not in CHIPS:
     raise ValueError(f"unknown chip {name!r}; known chips: {', '.join(sorted(CHIPS))}")
   return CHIPS[key]
+
+
+CORES_PER_CHIP = {"v4": 2, "v5p": 2, "v5e": 1, "v6e": 1}  # what a slice name's number counts, per chip
+
+
+def slice_chips(name: str) -> tuple[str, int]:
+  """'v5p-64' -> ('v5p', 32): the chip and the number of chips (= JAX devices) of a Cloud TPU slice name. The
+  number counts TensorCores on v4 / v5p (two per chip) and chips on v5e / v6e ('v5litepod-N' is v5e-N)."""
+  m = re.fullmatch(r"(v4|v5p|v5e|v5litepod|v6e)-(\d+)", str(name).strip().lower())
+  if not m:
+    raise ValueError(f"unknown TPU slice {name!r}: expected a name like v5p-64, v6e-64, v5e-8 or v4-32")
+  kind = "v5e" if m.group(1) == "v5litepod" else m.group(1)
+  count, per_chip = int(m.group(2)), CORES_PER_CHIP[kind]
+  if count <= 0 or count % per_chip:
+    raise ValueError(f"TPU slice {name!r}: {count} must be a positive multiple of {per_chip} ({kind} slice names "
+                     "count TensorCores)" if per_chip > 1 else f"TPU slice {name!r} has no chips")
+  return kind, count // per_chip
 
 
 # ---- memory ----------------------------------------------------------------------------------------------------------
@@ -97,12 +120,12 @@ def fit_verdict(peak_bytes: float, hbm_bytes: float, usable_fraction: float = 0.
                  shortfall=max(0.0, peak_bytes - usable), utilisation=peak_bytes / hbm_bytes)
 
 
-# ---- FLOPs of the co-evolution step (analytic) ----------------------------------------------------------------------
+# ---- FLOPs of a decoder (analytic) -----------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
-  """What the FLOP count needs of a decoder: matmul parameters of the body, the head, and attention sizes."""
+  """What the analytic model needs of a decoder: matmul parameters of the body, the head, attention and MLP sizes."""
 
   body_params: int     # parameters of the layers that take part in matmuls (q, k, v, o, gate, up, down; biases too)
   head_params: int     # vocab × hidden (the LM head, tied or not)
@@ -111,70 +134,32 @@ class Shape:
   head_dim: int
   kv_heads: int
   param_bytes: int     # bytes of all parameters (the weights a decode step reads)
+  hidden: int = 0
+  intermediate: int = 0
+  dtype_bytes: int = 2  # bytes per activation / KV-cache element (the compute dtype)
+
+  @property
+  def vocab(self) -> int:
+    return self.head_params // self.hidden if self.hidden else 0
+
+  @property
+  def kv_bytes_per_token(self) -> int:
+    """KV-cache bytes one token occupies over all layers: 2 (K and V) × layers × kv_heads × head_dim × dtype bytes."""
+    return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
 
 
-def forward_flops(shape: Shape, rows: int, tokens: int, keys: int, head_tokens: int) -> float:
+def forward_flops(shape: Shape, rows: int, tokens: int, keys: float, head_tokens: int) -> float:
   """One forward pass: 2·body·rows·tokens (matmuls) + 2·head·rows·head_tokens (LM head) + attention
-  4·rows·tokens·keys·heads·head_dim·layers (QKᵀ and PV over the FULL key length: this decoder masks, it does not skip,
-  the causal half; Kaplan et al. 2020, table 1, without that halving)."""
+  4·rows·tokens·keys·heads·head_dim·layers (QKᵀ and PV; Kaplan et al. 2020, table 1). `keys` is the mean number of
+  keys a query is scored against: the full key length for an implementation that masks the causal half, about half
+  of it for one that skips masked blocks (`causal_keys`)."""
   return (2.0 * shape.body_params * rows * tokens + 2.0 * shape.head_params * rows * head_tokens
           + 4.0 * rows * tokens * keys * shape.heads * shape.head_dim * shape.layers)
 
 
-@dataclasses.dataclass(frozen=True)
-class Phase:
-  name: str
-  flops: float        # global hardware FLOPs (rematerialisation included)
-  model_flops: float  # global FLOPs without rematerialisation (the MFU numerator)
-  hbm_bytes: float    # per-device HBM bytes that bound the phase (decode: weights + KV cache read per token)
-
-
-def sampling_phase(name: str, shape: Shape, rows: int, prompt: int, new: int, devices: int, tensor: int,
-                   kv_bytes_per_token: float) -> Phase:
-  """Prefill (prompt tokens, head at the last one) + `new` decode steps, each a one-token forward over the full
-  prompt + new cache slots. Each decode step reads the weights (param_bytes / tensor per device, after the fsdp
-  all-gather) and this device's KV cache (rows·slots·kv_bytes_per_token / devices)."""
-  slots = prompt + new
-  flops = forward_flops(shape, rows, prompt, prompt, 1) + new * forward_flops(shape, rows, 1, slots, 1)
-  per_step_bytes = shape.param_bytes / tensor + rows * slots * kv_bytes_per_token / devices
-  return Phase(name, flops, flops, new * per_step_bytes)
-
-
-def train_phase(name: str, shape: Shape, rows: int, prompt: int, response: int, remat: bool, passes_fwd: int = 0,
-                passes_train: int = 1) -> Phase:
-  """`passes_fwd` plain forwards (reference / old-policy log-probs) + `passes_train` forward+backward passes, over
-  rows × (prompt + response) tokens, head at the response positions. Backward = 2 × forward; remat recomputes the
-  forward once more (hardware FLOPs only)."""
-  fwd = forward_flops(shape, rows, prompt + response, prompt + response, response)
-  model = (passes_fwd + 3 * passes_train) * fwd
-  hardware = model + (passes_train * fwd if remat else 0.0)
-  return Phase(name, hardware, model, 0.0)
-
-
-@dataclasses.dataclass(frozen=True)
-class StepEstimate:
-  seconds: float
-  flops: float         # global hardware FLOPs per step
-  model_flops: float
-  mfu: float
-  phases: tuple[tuple[str, float, str], ...]  # (name, seconds, "compute" | "memory")
-
-
-def step_estimate(phases: Sequence[Phase], devices: int, peak_flops: float, hbm_bandwidth: float) -> StepEstimate:
-  """Σ over phases of max(flops / devices / peak, hbm_bytes / bandwidth); MFU = model FLOPs / (devices·peak·time)."""
-  if devices <= 0:
-    raise ValueError(f"devices must be positive, got {devices}")
-  if peak_flops <= 0 or hbm_bandwidth <= 0:
-    raise ValueError(f"peak_flops and hbm_bandwidth must be positive, got {peak_flops}, {hbm_bandwidth}")
-  rows, total = [], 0.0
-  for p in phases:
-    compute, memory = p.flops / devices / peak_flops, p.hbm_bytes / hbm_bandwidth
-    t = max(compute, memory)
-    rows.append((p.name, t, "compute" if compute >= memory else "memory"))
-    total += t
-  flops, model = sum(p.flops for p in phases), sum(p.model_flops for p in phases)
-  mfu = model / (devices * peak_flops * total) if total > 0 else 0.0
-  return StepEstimate(total, flops, model, mfu, tuple(rows))
+def causal_keys(tokens: int, offset: int = 0) -> float:
+  """Mean keys per query under a causal mask when query t (0-based) sees offset + t + 1 keys: offset + (tokens+1)/2."""
+  return offset + (tokens + 1) / 2.0
 
 
 # ---- advice ----------------------------------------------------------------------------------------------------------

@@ -6,20 +6,30 @@ GenEnv (arXiv 2512.19682) reports, and issue 3 asks the demo to show:
   (b) the difficulty of generated tasks rises as the agent improves;
   (c) the agent's held-out accuracy rises.
 
-Rules (pure functions of the summary dict that `train.train` writes; nothing here reads arrays or files):
+Rules (pure functions of the summary dict that `train.train` writes; nothing here reads files). Each phenomenon is
+"shown" only when it clears its noise (issue 13); otherwise "not shown", with the figures and the test:
   start / end of a per-step figure = the mean over the first / last quarter of the logged steps (at least one row);
-  (a) holds when the end mean is inside the band and at least `stay_frac` (default 3/4) of the logged steps in the
-      last half have their p̂ inside it ("stays there"); `moved` says whether the start was outside the band;
-  (b) holds when the end difficulty exceeds the start difficulty;
-  (c) holds when the last evaluation beats the first AND the mean of the later half of the evaluations beats the
-      first (one lucky evaluation is not a rise); the least-squares slope over all evaluations is reported too.
+  (a) shown when the end mean is inside the band |p̂ - α| <= k_min and at least `stay_frac` (default 0.8) of the
+      logged steps in the later half have their p̂ inside it ("stays there"); `moved` says whether it started outside;
+  (b) shown when end - start > 2 SE, SE = sqrt(var_start / w + var_end / w) over the two quarter windows of w >= 2
+      steps (fewer than 8 logged steps give no noise estimate: not shown);
+  (c) shown when the gain g = last - first held-out accuracy exceeds 2 SE, SE = sqrt(p1 (1-p1) / n + p2 (1-p2) / n)
+      on n items (`stats.gain_se`), or, when the evaluations carry per-item `correct` scores, when the paired
+      bootstrap 95% CI of g over the items excludes 0 (`stats.paired_difference`); and the later-half mean is above
+      the first (one lucky evaluation is not a rise). The least-squares slope over all evaluations is reported too.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-STAY_FRAC = 0.75
+import numpy as np
+
+from genenv_jax import stats
+
+STAY_FRAC = 0.8
+N_SE = 2.0
 STEP_FIGURES = {"p_hat_mean": "mean p̂ on generated tasks", "band_frac": "fraction of tasks in the α band",
                 "difficulty_mean": "generated-task difficulty", "agent_reward": "agent reward (training tasks)",
                 "invalid_frac": "invalid env tasks"}
@@ -42,6 +52,39 @@ def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
   mx, my = sum(xs) / n, sum(ys) / n
   sxx = sum((x - mx) ** 2 for x in xs)
   return 0.0 if sxx == 0 else sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+
+
+def window_gain(values: Sequence[float]) -> dict[str, float] | None:
+  """End minus start quarter means of a per-step figure and its SE sqrt(var_start / w + var_end / w) (ddof=1)."""
+  v = np.asarray([float(x) for x in values], dtype=np.float64)
+  if v.size == 0:
+    return None
+  w = max(1, v.size // 4)
+  first, last = v[:w], v[-w:]
+  var = lambda x: float(x.var(ddof=1)) if x.size > 1 else 0.0  # noqa: E731
+  se = float(np.sqrt(var(first) / w + var(last) / w))
+  return {"start": float(first.mean()), "end": float(last.mean()), "gain": float(last.mean() - first.mean()),
+          "se": se, "window": w}
+
+
+def accuracy_gain(first: dict[str, Any], last: dict[str, Any]) -> dict[str, Any]:
+  """The held-out gain last - first with its noise (module docstring rule (c)); 'n' items per evaluation."""
+  p1, p2 = float(first["accuracy"]), float(last["accuracy"])
+  n = int(min(first.get("n", 0), last.get("n", 0)))
+  out: dict[str, Any] = {"gain": p2 - p1, "n": n}
+  tests = []
+  if n > 0:
+    out["se"] = stats.gain_se(p1, p2, n)
+    out["beyond_2se"] = bool(out["gain"] > N_SE * out["se"])
+    tests.append(f"gain > {N_SE:g} binomial SE ({N_SE:g} x {out['se']:.3f} on n={n})")
+  if "correct" in first and "correct" in last and len(first["correct"]) == len(last["correct"]) > 0:
+    ci = stats.paired_difference(last["correct"], first["correct"], n_boot=1000)
+    out["ci95"] = [ci["lo"], ci["hi"]]
+    out["ci_excludes_zero"] = bool(ci["lo"] > 0)
+    tests.append(f"paired bootstrap 95% CI over items [{ci['lo']:+.3f}, {ci['hi']:+.3f}] above 0")
+  out["significant"] = bool(out.get("beyond_2se") or out.get("ci_excludes_zero"))
+  out["test"] = " or ".join(tests) if tests else "no item count recorded: no noise estimate, cannot be shown"
+  return out
 
 
 def _band(summary: dict[str, Any]) -> tuple[float, float]:
@@ -71,26 +114,32 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
     start, end = figures["p_hat_mean"]["start"], figures["p_hat_mean"]["end"]
     out["a_p_hat_into_band"] = {"start": start, "end": end, "band": [alpha - k_min, alpha + k_min],
                                 "moved": not inside(start), "late_in_band_frac": late_frac,
-                                "holds": inside(end) and late_frac >= stay_frac}
-  if "difficulty_mean" in figures:
-    d = figures["difficulty_mean"]
-    out["b_difficulty_rises"] = {"start": d["start"], "end": d["end"], "holds": d["end"] > d["start"]}
+                                "stay_frac": stay_frac,
+                                "holds": inside(end) and late_frac >= stay_frac - 1e-9}
+  d = window_gain([r["difficulty_mean"] for r in steps if "difficulty_mean" in r])
+  if d is not None:
+    enough = d["window"] >= 2  # a one-step window has no variance: no noise estimate, so no verdict
+    out["b_difficulty_rises"] = {**d, "test": f"end - start > {N_SE:g} SE of the quarter-window means" if enough
+                                 else "under 8 logged steps: no noise estimate, cannot be shown",
+                                 "holds": enough and d["gain"] > N_SE * d["se"] and d["gain"] > 0}
   if evals:
     acc = [float(e["accuracy"]) for e in evals]
     later = acc[len(acc) // 2:] if len(acc) > 1 else acc
     later_mean = sum(later) / len(later)
+    gain = accuracy_gain(evals[0], evals[-1]) if len(evals) > 1 else {"significant": False,
+                                                                       "test": "a single evaluation cannot rise"}
     out["c_heldout_accuracy_rises"] = {
         "first": acc[0], "last": acc[-1], "later_half_mean": later_mean, "best": max(acc),
         "slope_per_100_steps": 100.0 * slope([float(e["step"]) for e in evals], acc),
-        "steps": [int(e["step"]) for e in evals], "accuracy": acc,
-        "holds": len(acc) > 1 and acc[-1] > acc[0] and later_mean > acc[0]}
+        "steps": [int(e["step"]) for e in evals], "accuracy": acc, **gain,
+        "holds": len(acc) > 1 and gain["significant"] and acc[-1] > acc[0] and later_mean > acc[0]}
   return out
 
 
 def format_report(summary: dict[str, Any]) -> str:
-  """The printed end-of-run summary: wall time, the three phenomena (each with yes/no) and the other figures."""
+  """The printed end-of-run summary: wall time, the three phenomena (each "shown" / "not shown" with its test)."""
   ph = summary.get("phenomena") or phenomena(summary)
-  yes = lambda d: "yes" if d["holds"] else "NO"  # noqa: E731
+  yes = lambda d: "shown" if d["holds"] else "not shown"  # noqa: E731
   lines = [f"finished at step {summary.get('final_step')} in {summary.get('wall_time_s', 0.0):.0f} s "
            f"(warm start {summary.get('warm_start', {}).get('seconds', 0.0):.0f} s)",
            f"the paper's three phenomena ({ph['window']}):"]
@@ -99,15 +148,19 @@ def format_report(summary: dict[str, Any]) -> str:
     lo, hi = a["band"]
     lines.append(f"  (a) mean p̂ on generated tasks    {a['start']:.3f} -> {a['end']:.3f}   "
                  f"band [{lo:.2f}, {hi:.2f}]; {'started outside, ' if a['moved'] else 'started inside, '}"
-                 f"in band at {100 * a['late_in_band_frac']:.0f}% of the later half's logged steps: {yes(a)}")
+                 f"in band at {100 * a['late_in_band_frac']:.0f}% of the later half's logged steps "
+                 f"(test: end in band and >= {100 * a.get('stay_frac', STAY_FRAC):.0f}%): {yes(a)}")
   b = ph.get("b_difficulty_rises")
   if b:
-    lines.append(f"  (b) generated-task difficulty     {b['start']:.2f} -> {b['end']:.2f}   rises: {yes(b)}")
+    se = f"{b['se']:.2f}" if "se" in b else "?"
+    lines.append(f"  (b) generated-task difficulty     {b['start']:.2f} -> {b['end']:.2f}   SE {se} "
+                 f"(test: {b.get('test', 'end > start')}): {yes(b)}")
   c = ph.get("c_heldout_accuracy_rises")
   if c:
     trail = " ".join(f"{x:.3f}" for x in c["accuracy"])
     lines.append(f"  (c) held-out accuracy             {c['first']:.3f} -> {c['last']:.3f}   later-half mean "
-                 f"{c['later_half_mean']:.3f}, slope {c['slope_per_100_steps']:+.3f}/100 steps: {yes(c)}")
+                 f"{c['later_half_mean']:.3f}, slope {c['slope_per_100_steps']:+.3f}/100 steps "
+                 f"(test: {c.get('test', 'none')}): {yes(c)}")
     lines.append(f"      evaluations at steps {c['steps'][0]}..{c['steps'][-1]}: {trail}")
   others = [k for k in STEP_FIGURES if k not in ("p_hat_mean", "difficulty_mean") and k in ph["figures"]]
   for key in others:

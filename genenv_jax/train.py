@@ -45,11 +45,13 @@ PROGRESS_KEYS = ("agent/reward_mean", "env/p_hat_mean", "env/band_frac", "env/di
 
 
 def evaluate_heldout(run: Run, eval_fn, agent_params) -> dict[str, Any]:
-  """Greedy accuracy on the held-out set, overall and per integer difficulty."""
+  """Greedy accuracy on the held-out set, overall and per integer difficulty, with the item count `n` and the per-item
+  0/1 `correct` scores (item order fixed by the held-out set, so two evaluations pair item by item for `stats`)."""
   rewards, difficulty = shd.to_host((eval_fn(agent_params, run.heldout), run.heldout.difficulty), run.mesh)
   correct = rewards >= run.coevolution.settings.success_threshold
   by_difficulty = {str(int(d)): float(correct[difficulty == d].mean()) for d in np.unique(difficulty)}
-  return {"accuracy": float(correct.mean()), "by_difficulty": by_difficulty}
+  return {"accuracy": float(correct.mean()), "by_difficulty": by_difficulty, "n": int(correct.size),
+          "correct": correct.astype(np.int8).ravel().tolist()}
 
 
 # ---- warm start --------------------------------------------------------------------------------------------------------
@@ -196,19 +198,22 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
                               max_to_keep=config.max_checkpoints)
   latest = checkpointer.latest_step()
   summary = Summary(workdir_path(workdir, "summary.json"), config, latest)
+  eval_fn = jax.jit(run.coevolution.evaluate)
   if latest is not None:
     state, _ = checkpointer.restore(latest, state)
     log(f"resumed from the checkpoint at step {latest} in {checkpointer.directory}")
   else:
+    with jax.set_mesh(run.mesh):  # the held-out accuracy before any training: what the warm start itself adds
+      before = evaluate_heldout(run, eval_fn, state.agent)
+    log(f"held-out accuracy before the warm start: {before['accuracy']:.3f}")
     t0 = time.time()
     state = warm_start(run, state, config, log)
     if config.mode == "static":
       state = static_augmentation(run, state, config.pools.static_rounds)
-    summary.data["warm_start"] = {"seconds": time.time() - t0}
+    summary.data["warm_start"] = {"seconds": time.time() - t0, "heldout_accuracy_before": before["accuracy"]}
 
   writer = MetricsWriter(workdir_path(workdir, "tensorboard"))  # process 0 writes; a remote logdir is synced
   step_fn = run.coevolution.jit_step(run.state_shardings)
-  eval_fn = jax.jit(run.coevolution.evaluate)
   start = int(jax.device_get(state.step))
   progress = ProgressLine(config.total_steps, every=config.log_every, keys=PROGRESS_KEYS, start_step=start)
 

@@ -158,3 +158,20 @@ def test_bad_settings_are_rejected():
     build(tiny_config(mode="nonsense"), devices=jax.devices()[:1])
   with pytest.raises(ValueError, match="env_samples_per_seed >= 2"):
     build(tiny_config(**{"env.objective": "pg"}), devices=jax.devices()[:1])
+
+
+def test_reference_per_minibatch_under_remat_at_the_sampling_temperature():
+  """The agent's reference log-probs run per mini-batch inside the update (the reference parameters enter the scan as
+  an argument: under nnx remat, closing over them raised TraceContextError), the log-probs in LM-head chunks, at
+  T = 0.7. With a zero learning rate the policy never moves, so every ratio is 1 and the KL to the reference 0: the
+  sampler's log-probs and the update's are one definition. Replayed seed tasks only (mode grpo), so that every
+  mini-batch has tokens (the metrics are means over mini-batches)."""
+  config = tiny_config(**{"mode": "grpo", "agent.model.remat": True, "agent.grpo.minibatches": 2,
+                          "agent.sampling.temperature": 0.7, "agent.logprob_chunk": 2, "agent.optimizer.lr": 0.0})
+  _, state, history, _ = run_steps(config, 1, devices=jax.devices()[:1])
+  m = history[0]
+  assert float(m["agent/num_tokens"]) > 0
+  np.testing.assert_allclose(float(m["agent/ratio_mean"]), 1.0, atol=1e-5)  # T = 1 scoring gives 1.00013 here
+  np.testing.assert_allclose(float(m["agent/ratio_max"]), 1.0, atol=1e-4)
+  np.testing.assert_allclose(float(m["agent/kl"]), 0.0, atol=1e-6)
+  assert float(m["agent/clip_frac"]) == 0.0

@@ -185,12 +185,13 @@ def test_bad_inputs_give_clear_errors(capsys, shared_data, argv, message):
 
 def test_missing_data_dirs(capsys, monkeypatch, tmp_path):
   rc, _, err = run(capsys, "--benchmark", "bamboogle", "--agent", "oracle", "--data-dir", tmp_path / "absent")
-  assert rc == 2 and "absent does not exist" in err
+  assert rc == 2 and "Bamboogle data (bamboogle) is missing" in err and "absent does not exist" in err
   rc, _, err = run(capsys, "--benchmark", "bamboogle", "--agent", "oracle", "--data-dir", tmp_path)
-  assert rc == 2 and "Bamboogle data not found" in err
-  monkeypatch.setattr(evaluate, "DEFAULT_DATA_DIR", tmp_path / "no_shared_data")
+  assert rc == 2 and "Bamboogle data (bamboogle) is missing" in err
+  assert f"python -m genenv_jax.data fetch bamboogle --data-dir {tmp_path}" in err
+  monkeypatch.setenv("GENENV_DATA", str(tmp_path / "env_data"))  # no --data-dir: the resolver's next choice
   rc, _, err = run(capsys, "--benchmark", "bamboogle", "--agent", "oracle")
-  assert rc == 2 and "no --data-dir given" in err and "no_shared_data" in err
+  assert rc == 2 and f"--data-dir {tmp_path / 'env_data'}" in err
 
 
 def test_model_without_tokenizer_or_run(capsys, tmp_path, shared_data):

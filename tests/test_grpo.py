@@ -128,11 +128,18 @@ def test_clip_higher_dapo():
   np.testing.assert_allclose(loss, [0.8], rtol=1e-6)
 
 
-def test_log_ratio_clamp_keeps_finite():
-  # log-ratio 100 clamped to 20: ρ = e^20 = 4.85165e8; A = -1 -> loss = max(ρ, 1.2) = e^20
-  loss, _, ratio = grpo.clipped_surrogate(jnp.array([100.0]), jnp.array([0.0]), jnp.array([-1.0]))
-  np.testing.assert_allclose(ratio, [math.exp(20.0)], rtol=1e-5)
-  np.testing.assert_allclose(loss, [math.exp(20.0)], rtol=1e-5)
+def test_safe_exp_ratio_keeps_finite_and_its_gradient():
+  # log-ratio 100, past the tangent point 20: ρ = e^20 (1 + 80) = 81 e^20 (finite); A = -1 -> loss = max(ρ, 1.2) = ρ,
+  # and ∂loss/∂logp_new = e^20 (the tangent's slope), where a ±20 clamp gave 0
+  f = lambda lp: grpo.clipped_surrogate(lp, jnp.array([0.0]), jnp.array([-1.0]))  # noqa: E731
+  loss, _, ratio = f(jnp.array([100.0]))
+  np.testing.assert_allclose(ratio, [81 * math.exp(20.0)], rtol=1e-5)
+  np.testing.assert_allclose(loss, [81 * math.exp(20.0)], rtol=1e-5)
+  g = jax.grad(lambda lp: f(lp)[0].sum())(jnp.array([100.0]))
+  np.testing.assert_allclose(g, [math.exp(20.0)], rtol=1e-5)
+  # below the tangent point it is exp itself
+  np.testing.assert_allclose(grpo.safe_exp(jnp.array([-30.0, 0.0, 3.0, 20.0])),
+                             np.exp([-30.0, 0.0, 3.0, 20.0]), rtol=1e-6)
 
 
 def test_sequence_advantages_broadcast():
@@ -202,12 +209,15 @@ def test_agg_seq_mean_token_mean():
 
 @pytest.mark.parametrize("mode", ["seq-mean-token-sum-norm", "seq-mean-token-scale"])
 def test_agg_seq_mean_token_sum_norm(mode):
-  # per-seq sums 10, 11, 7; / L_max = 4 (padded length): 2.5 + 2.75 + 1.75 = 7 over 3 seqs
+  # Dr. GRPO: Σ m ℓ = 28 over a constant B · L_max = 4 rows (the empty row counts) · 4 (padded length) = 16
   s, d = grpo.aggregate_loss(PER_TOKEN, MASK, mode)
-  np.testing.assert_allclose([s, d], [7.0, 3.0])
-  # fixed L_max = 8: 28 / 8 = 3.5
+  np.testing.assert_allclose([s, d], [28.0, 16.0])
+  # fixed L_max = 8: 4 · 8 = 32
   s, d = grpo.aggregate_loss(PER_TOKEN, MASK, mode, max_len=8)
-  np.testing.assert_allclose([s, d], [3.5, 3.0])
+  np.testing.assert_allclose([s, d], [28.0, 32.0])
+  # the divisor does not move when a row's mask is zeroed (an invalid task): 28 - 7 over the same 32
+  s, d = grpo.aggregate_loss(PER_TOKEN, MASK.at[2].set(False), mode, max_len=8)
+  np.testing.assert_allclose([s, d], [21.0, 32.0])
 
 
 def test_finalize_zero_denominator():

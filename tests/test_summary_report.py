@@ -1,14 +1,15 @@
 """The end-of-run report (genenv_jax.summary_report): quarter means, the three phenomena's rules, the printed text."""
 
+import numpy as np
 import pytest
 
-from genenv_jax.summary_report import format_report, phenomena, quarter_means, slope
+from genenv_jax.summary_report import accuracy_gain, format_report, phenomena, quarter_means, slope, window_gain
 
 
-def make_summary(p_hat, difficulty, accuracy, alpha=0.5, k_min=0.1):
+def make_summary(p_hat, difficulty, accuracy, alpha=0.5, k_min=0.1, n=2000):
   steps = [{"step": 5 * (i + 1), "p_hat_mean": p, "band_frac": 0.1 * i, "difficulty_mean": d, "agent_reward": 0.5,
             "invalid_frac": 0.0} for i, (p, d) in enumerate(zip(p_hat, difficulty))]
-  evals = [{"step": 10 * i, "accuracy": a, "by_difficulty": {}} for i, a in enumerate(accuracy)]
+  evals = [{"step": 10 * i, "accuracy": a, "by_difficulty": {}, "n": n} for i, a in enumerate(accuracy)]
   return {"config": {"env": {"curriculum": {"alpha": alpha, "k_min": k_min}}}, "steps": steps, "evals": evals,
           "final_step": 5 * len(steps), "wall_time_s": 12.0, "warm_start": {"seconds": 3.0}}
 
@@ -33,7 +34,8 @@ def test_all_three_phenomena_hold():
   assert c["slope_per_100_steps"] == pytest.approx(0.35, rel=1e-6)  # 0.0035 per step by least squares
   text = format_report(s)
   assert "(a) mean p̂" in text and "0.790 -> 0.500" in text and "held-out accuracy" in text
-  assert "NO" not in text and text.count(": yes") == 3 and "0.500 0.550 0.600 0.620 0.640" in text
+  assert "not shown" not in text and text.count(": shown") == 3 and "0.500 0.550 0.600 0.620 0.640" in text
+  assert "binomial SE" in text and "test:" in text
 
 
 def test_each_phenomenon_can_fail():
@@ -43,7 +45,7 @@ def test_each_phenomenon_can_fail():
   assert not ph["a_p_hat_into_band"]["holds"] and not ph["a_p_hat_into_band"]["moved"]
   assert not ph["b_difficulty_rises"]["holds"]
   assert not ph["c_heldout_accuracy_rises"]["holds"]  # last > first by luck, but the later half is below the first
-  assert format_report(leaves).count("NO") == 3
+  assert format_report(leaves).count("not shown") == 3
   # the end mean inside the band is not enough: the later half must mostly be inside too
   wobbly = make_summary(p_hat=[0.8, 0.8, 0.3, 0.9, 0.2, 0.8, 0.5, 0.5], difficulty=[1] * 8, accuracy=[0.5])
   ph = phenomena(wobbly)
@@ -58,3 +60,36 @@ def test_band_comes_from_the_config_and_bad_stay_frac():
   assert phenomena({"steps": [], "evals": []})["figures"] == {}
   with pytest.raises(ValueError, match="stay_frac"):
     phenomena(s, stay_frac=0.0)
+
+
+def test_a_gain_inside_the_noise_is_not_shown():
+  # issue 13's run: 0.575 -> 0.584 on 320 items is +0.009, inside one binomial SE (about 0.039 for the difference)
+  s = make_summary(p_hat=[0.5] * 8, difficulty=[5, 5, 5, 5, 5, 5, 5, 5], accuracy=[0.575, 0.58, 0.584], n=320)
+  c = phenomena(s)["c_heldout_accuracy_rises"]
+  assert c["gain"] == pytest.approx(0.009) and c["se"] == pytest.approx(0.039, abs=0.001)
+  assert not c["beyond_2se"] and not c["holds"]
+  assert "(c)" in format_report(s) and format_report(s).count("not shown") == 2  # (b) flat difficulty, (c)
+  # the same gain on no item count cannot be shown at all
+  assert not accuracy_gain({"accuracy": 0.5}, {"accuracy": 0.9})["significant"]
+
+
+def test_paired_items_can_show_a_gain_that_the_binomial_se_misses():
+  rng = np.random.default_rng(0)
+  first = (rng.random(400) < 0.5).astype(int)
+  last = first.copy()
+  last[np.flatnonzero(first == 0)[:24]] = 1  # +0.06: 24 items flip to correct, none flip back
+  g = accuracy_gain({"accuracy": first.mean(), "n": 400, "correct": first.tolist()},
+                    {"accuracy": last.mean(), "n": 400, "correct": last.tolist()})
+  assert g["gain"] == pytest.approx(0.06) and not g["beyond_2se"]  # 2 SE is about 0.07
+  assert g["ci_excludes_zero"] and g["significant"] and g["ci95"][0] > 0
+
+
+def test_window_gain_noise():
+  flat_noisy = [5, 1, 9, 5, 5, 3, 7, 6]
+  w = window_gain(flat_noisy)
+  assert w["window"] == 2 and w["gain"] == pytest.approx(3.5) and w["se"] > w["gain"] / 2
+  s = make_summary(p_hat=[0.5] * 8, difficulty=flat_noisy, accuracy=[0.5, 0.5])
+  assert not phenomena(s)["b_difficulty_rises"]["holds"]
+  assert window_gain([]) is None
+  short = make_summary(p_hat=[0.5] * 4, difficulty=[1, 2, 3, 4], accuracy=[0.5, 0.5])  # windows of one step
+  assert not phenomena(short)["b_difficulty_rises"]["holds"]

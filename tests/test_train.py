@@ -100,6 +100,10 @@ def test_cli_smoke_run_writes_events_checkpoint_and_summary(tmp_path):
   assert summary["config"]["total_steps"] == 3 and summary["wall_time_s"] > 0
   assert {"p_hat_mean", "band_frac", "invalid_frac", "difficulty_mean", "agent_reward"} <= set(summary["steps"][-1])
   assert "by_difficulty" in summary["evals"][-1]
+  assert 0.0 <= summary["warm_start"]["heldout_accuracy_before"] <= 1.0 and "before the warm start" in out
+  last = summary["evals"][-1]  # per-item scores pair evaluations item by item (stats.paired_difference)
+  assert last["n"] == len(last["correct"]) > 0 and set(last["correct"]) <= {0, 1}
+  assert sum(last["correct"]) / last["n"] == pytest.approx(last["accuracy"])
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):

@@ -48,7 +48,7 @@ class Benchmark(Protocol):
     """The split names `load_items(split=...)` accepts."""
 
   def load_items(self, data_dir: str, split: str | None = None, limit: int | None = None) -> list[EvalItem]:
-    """Reads the items from `data_dir` (the layout of ../shared/data); raises ValueError naming a bad split."""
+    """Reads the items from `data_dir` (a data directory, see genenv_jax.data); raises ValueError naming a bad split."""
 
   def score(self, item: EvalItem, output: str) -> ItemResult:
     """Scores one model output; malformed output scores 0, it never raises."""

@@ -1,6 +1,6 @@
 """Closed-book short-answer QA as a training task family, scored like Bamboogle (the "bamboogle" training domain).
 
-Bamboogle's 125 questions are the evaluation set, so they are never seeds. No other QA data ships in ../shared/data;
+Bamboogle's 125 questions are the evaluation set, so they are never seeds. No other QA data is among the datasets (genenv_jax/data);
 the seeds are one- and two-hop factual questions written from the TravelPlanner sandbox tables
 (`travelplanner/database`: restaurants, attractions, the city -> state list), a training-side source disjoint from
 Bamboogle:

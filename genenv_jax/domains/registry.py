@@ -2,9 +2,10 @@
 
 `arithmetic` is the embedded synthetic domain. The five benchmark training domains are `text_domain.TextDomain`
 over a task family: `api_bank`, `bfcl`, `bamboogle` (closed-book QA), `travelplanner` and `alfworld` (step level).
-Their settings: `data_dir` (empty: ../shared/data relative to the project; a missing directory is a
-FileNotFoundError naming it), `num_seeds` (0 = every training task that fits), `num_heldout`, the four lengths
-and `spec_len` (bytes), `success_threshold`, plus the family options in FAMILY_OPTIONS. The tokenizer is the run's
+Their settings: `data_dir` (empty: `genenv_jax.data.resolve_data_dir`'s default; the datasets in FAMILY_DATA must
+be there, else a DataMissingError naming the file and the fetch command), `num_seeds` (0 = every training task that
+fits), `num_heldout`, the four lengths and `spec_len` (bytes), `success_threshold`, plus the family options in
+FAMILY_OPTIONS. The tokenizer is the run's
 (`config.tokenizer`: an HF tokenizer directory, or empty for the shipped sentencepiece model with byte fallback).
 """
 
@@ -22,6 +23,9 @@ TEXT_SETTINGS = ("data_dir", "num_seeds", "num_heldout", "agent_prompt_len", "ag
 FAMILY_OPTIONS = {"api_bank": (), "bfcl": (), "bamboogle": (), "travelplanner": ("num_candidates",),
                   "alfworld": ("num_games", "cache_dir")}
 TEXT_DOMAINS = tuple(FAMILY_OPTIONS)
+# the datasets (genenv_jax/data/manifest.json) each family reads: its benchmark's, plus its seed sources
+FAMILY_DATA = {"api_bank": ("api_bank",), "bfcl": ("bfcl", "tool_calling_seed"), "bamboogle": ("bamboogle",
+               "travelplanner"), "travelplanner": ("travelplanner",), "alfworld": ("alfworld",)}
 DOMAINS = ("arithmetic",) + TEXT_DOMAINS
 
 
@@ -45,13 +49,14 @@ def _family(name: str, data_dir: str, options: dict[str, Any]) -> Any:
 
 def build_text_domain(name: str, settings: dict[str, Any], tokenizer: Tokenizer, seed: int) -> Domain:
   """A benchmark training domain from a flat settings dict (keys: TEXT_SETTINGS and the family's options)."""
-  from genenv_jax.domains.text_domain import TextDomain, resolve_data_dir
+  from genenv_jax.data import require, resolve_data_dir
+  from genenv_jax.domains.text_domain import TextDomain
 
   allowed = set(TEXT_SETTINGS) | set(FAMILY_OPTIONS[name])
   unknown = sorted(set(settings) - allowed)
   if unknown:
     raise ValueError(f"domain {name!r} has no setting(s) {unknown}; its settings are {sorted(allowed)}")
-  data_dir = str(resolve_data_dir(settings.get("data_dir") or None))
+  data_dir = str(require(resolve_data_dir(settings.get("data_dir")), FAMILY_DATA[name]))
   options = {k: (v or None if k == "cache_dir" else v) for k, v in settings.items() if k in FAMILY_OPTIONS[name]}
   domain_settings = {k: v for k, v in settings.items() if k in TEXT_SETTINGS and k != "data_dir"}
   return TextDomain(_family(name, data_dir, options), tokenizer, data_dir=data_dir, seed=seed, **domain_settings)

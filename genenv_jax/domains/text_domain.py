@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from genenv_jax.data import resolve_data_dir
 from genenv_jax.domains import arithmetic_jax as aj
 from genenv_jax.domains.arithmetic_host import content_ids
 from genenv_jax.domains.base import TaskBatch, host_parse, host_verify
@@ -54,20 +55,6 @@ _UNKNOWN_RATE = 11
 _MARKS = ("\x00SEED\x00", "\x00RATE\x00")
 ENV_USER_TEMPLATE = ("Example task:\n" + _MARKS[0] + "\n\nAgent success rate on tasks like it: " + _MARKS[1]
                      + "\nWrite one new task in exactly this format.")
-
-
-def default_data_dir() -> pathlib.Path:
-  """../shared/data relative to the project root (the folder holding genenv_jax/)."""
-  return pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "data"
-
-
-def resolve_data_dir(data_dir: str | None) -> pathlib.Path:
-  """`data_dir` (empty: `default_data_dir()`), which must exist; FileNotFoundError naming the path otherwise."""
-  path = pathlib.Path(data_dir) if data_dir else default_data_dir()
-  if not path.is_dir():
-    raise FileNotFoundError(f"benchmark data directory {path} does not exist; set config.domain.data_dir to a copy "
-                            "of the shared data (the layout of ../shared/data, see its README.md)")
-  return path
 
 
 @dataclasses.dataclass(frozen=True)

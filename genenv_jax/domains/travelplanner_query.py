@@ -7,7 +7,7 @@ day), `people_number`, `budget` (dollars), `level` (easy / medium / hard) and `l
 (entire room, private room, shared room, not shared room) and "transportation" (no flight, no self-driving), each
 None when the query sets no such constraint.
 
-Those fields ship in no file under ../shared/data for the 45 train queries, so they were transcribed from the query
+Those fields ship in no file of the travelplanner dataset for the 45 train queries, so they were transcribed from the query
 texts into `data/travelplanner_train_constraints.json` (see tests/test_travelplanner.py for the checks against the
 texts and the gold plans).
 """

@@ -185,7 +185,7 @@ def weighted_nll(env_logp: Array, mask: Array, weights: Array, length_norm: bool
 
 def rwr_env_loss(env_logp: Array, mask: Array, weights: Array, env_logp_ref: Array | None = None, *,
                  kl_coef: float = DEFAULT_ENV_KL_COEF, kl_estimator: str = "k3", length_norm: bool = True,
-                 log_ratio_clamp: float = 20.0) -> tuple[Array, Array, dict[str, Array]]:
+                 safe_exp_max: float = 20.0) -> tuple[Array, Array, dict[str, Array]]:
   """RWR env loss: Σ_i w_i [ℓ_i + β_env · KL_i] / Σ_i w_i, with KL_i the token-mean KL(π_env ‖ π_env,init) on task i.
 
   GenEnv paper, Section 3 (weighted NLL with a KL penalty to the initial env); KL estimators from `grpo` (Schulman
@@ -199,7 +199,7 @@ def rwr_env_loss(env_logp: Array, mask: Array, weights: Array, env_logp_ref: Arr
   w = jax.lax.stop_gradient(jnp.asarray(weights, jnp.float32))
   nll_sum, denom = weighted_nll(env_logp, m, w, length_norm)
   if env_logp_ref is not None and not (isinstance(kl_coef, (int, float)) and kl_coef == 0):
-    kl_tok = grpo.kl_penalty(env_logp, env_logp_ref, kl_estimator, log_ratio_clamp)
+    kl_tok = grpo.kl_penalty(env_logp, env_logp_ref, kl_estimator, safe_exp_max)
   else:
     kl_tok = jnp.zeros_like(env_logp)
   n_tok = mf.sum(-1)
@@ -222,7 +222,7 @@ def rwr_env_loss(env_logp: Array, mask: Array, weights: Array, env_logp_ref: Arr
 
 def pg_env_loss(env_logp_new: Array, env_logp_old: Array, env_logp_ref: Array | None, r_env: Array, mask: Array,
                 samples_per_seed: int, sample_valid: Array | None = None, *, advantage_estimator: str = "grpo",
-                clip_low: float = 0.2, clip_high: float = 0.2, log_ratio_clamp: float = 20.0,
+                clip_low: float = 0.2, clip_high: float = 0.2, safe_exp_max: float = 20.0,
                 kl_coef: float = DEFAULT_ENV_KL_COEF, kl_estimator: str = "k3",
                 loss_agg_mode: str = "token-mean", max_len: float | None = None
                 ) -> tuple[Array, Array, dict[str, Array]]:
@@ -242,7 +242,7 @@ def pg_env_loss(env_logp_new: Array, env_logp_old: Array, env_logp_ref: Array | 
     m = m & jnp.asarray(sample_valid, bool).reshape(-1)[:, None]
   total, denom, metrics = grpo.grpo_loss(
     env_logp_new, env_logp_old, env_logp_ref, adv, m, clip_low=clip_low, clip_high=clip_high,
-    log_ratio_clamp=log_ratio_clamp, kl_coef=kl_coef, kl_estimator=kl_estimator, loss_agg_mode=loss_agg_mode,
+    safe_exp_max=safe_exp_max, kl_coef=kl_coef, kl_estimator=kl_estimator, loss_agg_mode=loss_agg_mode,
     max_len=max_len)
   metrics = {**metrics, "zero_std_frac": adv_metrics["zero_std_frac"], "r_env_mean": adv_metrics["reward_mean"]}
   return total, denom, metrics

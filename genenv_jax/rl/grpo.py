@@ -16,6 +16,7 @@ equals the full-batch loss and gradient for every mode (see `finalize`). Do not 
 
 from __future__ import annotations
 
+import math
 import types
 from typing import Callable
 
@@ -28,7 +29,7 @@ DEFAULTS = types.MappingProxyType({
   "num_generations": 8,
   "clip_low": 0.2,
   "clip_high": 0.2,
-  "log_ratio_clamp": 20.0,
+  "safe_exp_max": 20.0,
   "kl_coef": 0.001,
   "kl_estimator": "k3",
   "entropy_coef": 0.0,
@@ -157,16 +158,33 @@ def compute_advantages(rewards: Array, valid: Array | None = None, group_size: i
   return adv, metrics
 
 
+# ------------------------------------------------------------------------------------------------------ safe exp
+
+
+def safe_exp(x: Array, x_max: float = 20.0) -> Array:
+  """exp(x) for x <= x_max, continued by its tangent line beyond: e^{x_max} (1 + x - x_max). C¹, finite, monotone.
+
+  Guards exp(log-ratio) against overflow without a clamp: a clamp's derivative is 0 beyond it, which silently drops
+  the gradient of exactly the tokens whose ratio (or k3 KL) is most extreme; the tangent keeps a gradient of
+  e^{x_max} > 0 there, and e^x itself (no approximation) wherever x <= x_max (e^20 = 4.9e8, far outside any clip
+  range). Below, e^x -> 0 needs no guard.
+  """
+  x = x.astype(jnp.float32)
+  capped = jnp.exp(jnp.minimum(x, x_max))
+  return jnp.where(x > x_max, capped * (1.0 + (x - x_max)), capped)
+
+
 # --------------------------------------------------------------------------------------------- clipped surrogate
 
 
 def clipped_surrogate(logp_new: Array, logp_old: Array, advantages: Array, clip_low: float = 0.2,
-                      clip_high: float = 0.2, log_ratio_clamp: float = 20.0) -> tuple[Array, Array, Array]:
+                      clip_high: float = 0.2, safe_exp_max: float = 20.0) -> tuple[Array, Array, Array]:
   """Per-token PPO clipped surrogate loss with separate lower/upper clip.
 
-  ρ = exp(clamp(logp_new - logp_old, -c, c)),  L = -min(ρ A, clip(ρ, 1 - ε_lo, 1 + ε_hi) A).
+  ρ = exp(logp_new - logp_old),  L = -min(ρ A, clip(ρ, 1 - ε_lo, 1 + ε_hi) A).
   Sources: PPO (Schulman et al. 2017) eq. 7; GRPO per-token form DeepSeekMath (Shao et al. 2024) eq. 3; decoupled
-  ε_lo / ε_hi is DAPO clip-higher (Yu et al. 2025, e.g. ε_hi = 0.28). The log-ratio clamp c only guards exp overflow.
+  ε_lo / ε_hi is DAPO clip-higher (Yu et al. 2025, e.g. ε_hi = 0.28). exp is `safe_exp`: exact up to a log-ratio of
+  `safe_exp_max`, linear beyond (no overflow, and the gradient is kept).
   `advantages` is per token ([B, L]) or per sequence ([B], broadcast over L); logp_old and A are stop-gradiented.
   Returns (loss [B, L], clipped [B, L] bool, ratio [B, L]); `clipped` marks tokens where the clipped branch is
   active (A > 0 and ρ > 1 + ε_hi, or A < 0 and ρ < 1 - ε_lo), i.e. the token gives no gradient.
@@ -174,8 +192,7 @@ def clipped_surrogate(logp_new: Array, logp_old: Array, advantages: Array, clip_
   adv = jax.lax.stop_gradient(advantages.astype(jnp.float32))
   if adv.ndim == logp_new.ndim - 1:
     adv = adv[..., None]
-  log_ratio = jnp.clip(logp_new - jax.lax.stop_gradient(logp_old), -log_ratio_clamp, log_ratio_clamp)
-  ratio = jnp.exp(log_ratio)
+  ratio = safe_exp(logp_new - jax.lax.stop_gradient(logp_old), safe_exp_max)
   surr1 = ratio * adv
   surr2 = jnp.clip(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
   loss = -jnp.minimum(surr1, surr2)
@@ -186,40 +203,42 @@ def clipped_surrogate(logp_new: Array, logp_old: Array, advantages: Array, clip_
 # -------------------------------------------------------------------------------------------------- KL estimators
 
 
-def kl_k1(logp: Array, logp_ref: Array, log_ratio_clamp: float = 20.0) -> Array:
+def kl_k1(logp: Array, logp_ref: Array, safe_exp_max: float = 20.0) -> Array:
   """k1 = log π(x) - log π_ref(x): unbiased estimate of KL(π ‖ π_ref) for x ~ π; can be negative per token.
 
   Source: Schulman 2020, "Approximating KL Divergence" (k1).
   """
-  del log_ratio_clamp
+  del safe_exp_max
   return logp - jax.lax.stop_gradient(logp_ref)
 
 
-def kl_k2(logp: Array, logp_ref: Array, log_ratio_clamp: float = 20.0) -> Array:
+def kl_k2(logp: Array, logp_ref: Array, safe_exp_max: float = 20.0) -> Array:
   """k2 = ½ (log π(x) - log π_ref(x))² ≥ 0: low-variance, biased estimate of KL(π ‖ π_ref) for x ~ π.
 
   Source: Schulman 2020, "Approximating KL Divergence" (k2).
   """
-  del log_ratio_clamp
+  del safe_exp_max
   return 0.5 * (logp - jax.lax.stop_gradient(logp_ref)) ** 2
 
 
-def kl_k3(logp: Array, logp_ref: Array, log_ratio_clamp: float = 20.0) -> Array:
-  """k3 = exp(r) - r - 1 with r = log π_ref(x) - log π(x) (clamped to ±c): unbiased, ≥ 0, estimate of KL(π ‖ π_ref).
+def kl_k3(logp: Array, logp_ref: Array, safe_exp_max: float = 20.0) -> Array:
+  """k3 = exp(r) - r - 1 with r = log π_ref(x) - log π(x): unbiased, ≥ 0, estimate of KL(π ‖ π_ref).
 
   Direction: tokens x are sampled from the policy π, so E_π[k3] = E_π[π_ref/π] - E_π[log π_ref/π] - 1 = KL(π ‖ π_ref).
   Source: Schulman 2020 k3 estimator; used as the GRPO KL term in DeepSeekMath (Shao et al. 2024) eq. 4.
+  exp is `safe_exp` (exact for r <= `safe_exp_max`, linear beyond): for r -> -∞, k3 ≈ -r - 1 is linear by itself;
+  for r -> +∞ the tangent keeps k3 finite and its gradient ∂k3/∂log π = 1 - e^r nonzero (a ±c clamp zeroed it).
   """
-  r = jnp.clip(jax.lax.stop_gradient(logp_ref) - logp, -log_ratio_clamp, log_ratio_clamp)
-  return jnp.exp(r) - r - 1.0
+  r = jax.lax.stop_gradient(logp_ref) - logp
+  return safe_exp(r, safe_exp_max) - r - 1.0
 
 
 KL_ESTIMATORS: dict[str, Callable[..., Array]] = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
 
 
-def kl_penalty(logp: Array, logp_ref: Array, estimator: str = "k3", log_ratio_clamp: float = 20.0) -> Array:
+def kl_penalty(logp: Array, logp_ref: Array, estimator: str = "k3", safe_exp_max: float = 20.0) -> Array:
   """Per-token KL(π ‖ π_ref) estimate by registry name ("k1" | "k2" | "k3"); see each estimator's docstring."""
-  return KL_ESTIMATORS[estimator](logp, logp_ref, log_ratio_clamp)
+  return KL_ESTIMATORS[estimator](logp, logp_ref, safe_exp_max)
 
 
 # -------------------------------------------------------------------------------------------------------- entropy
@@ -267,15 +286,18 @@ def agg_seq_mean_token_mean(per_token: Array, mask: Array, max_len: float | None
 
 
 def agg_seq_mean_token_sum_norm(per_token: Array, mask: Array, max_len: float | None = None) -> tuple[Array, Array]:
-  """"seq-mean-token-sum-norm" (alias "seq-mean-token-scale"): loss = (1/S) Σ_b (Σ_t m_bt ℓ_bt) / L_max.
+  """"seq-mean-token-sum-norm" (alias "seq-mean-token-scale"): loss = Σ_{b,t} m_bt ℓ_bt / (B · L_max), B all rows.
 
-  Returns (Σ_b Σ_t m ℓ / L_max, S). Dr. GRPO (Liu et al. 2025) Section 3.2: drop the 1/|o_i| length bias and divide by
-  a constant. L_max must be the same for every micro-batch: pass the fixed generation length; None uses the padded
-  length mask.shape[-1], which is the same across micro-batches split along the batch axis.
+  Returns (Σ m ℓ, B · L_max). Dr. GRPO (Liu et al. 2025) Section 3.2: drop the 1/|o_i| length bias and divide by a
+  constant, (1/G) Σ_i (1/MAX_TOKENS) Σ_t. The divisor counts every row, masked (invalid-task) rows too, so it does not
+  depend on how many rows the batch's masks zero (it would change the step size from batch to batch). L_max must be
+  the same for every micro-batch: pass the fixed generation length; None uses the padded length mask.shape[-1], which
+  is the same across micro-batches split along the batch axis.
   """
-  tok_sum, _, has = _seq_parts(per_token, mask)
+  m = mask.astype(jnp.float32)
   scale = float(mask.shape[-1]) if max_len is None else float(max_len)
-  return (has * tok_sum / scale).sum(), has.sum()
+  rows = math.prod(mask.shape[:-1])
+  return (per_token * m).sum(), jnp.asarray(rows * scale, jnp.float32)
 
 
 LOSS_AGGREGATIONS: dict[str, Callable[..., tuple[Array, Array]]] = {
@@ -308,7 +330,7 @@ def masked_mean(x: Array, mask: Array) -> Array:
 
 
 def grpo_loss(logp_new: Array, logp_old: Array, logp_ref: Array | None, advantages: Array, mask: Array, *,
-              clip_low: float = 0.2, clip_high: float = 0.2, log_ratio_clamp: float = 20.0,
+              clip_low: float = 0.2, clip_high: float = 0.2, safe_exp_max: float = 20.0,
               kl_coef: float = 0.001, kl_estimator: str = "k3", entropy: Array | None = None,
               entropy_coef: float = 0.0, loss_agg_mode: str = "token-mean",
               max_len: float | None = None) -> tuple[Array, Array, dict[str, Array]]:
@@ -322,10 +344,10 @@ def grpo_loss(logp_new: Array, logp_old: Array, logp_ref: Array | None, advantag
   means over this batch: pg_loss, kl, clip_frac, ratio_mean, ratio_max, entropy, adv_mean, num_tokens.
   """
   mask = mask.astype(bool)
-  pg, clipped, ratio = clipped_surrogate(logp_new, logp_old, advantages, clip_low, clip_high, log_ratio_clamp)
+  pg, clipped, ratio = clipped_surrogate(logp_new, logp_old, advantages, clip_low, clip_high, safe_exp_max)
   per_token = pg
   if logp_ref is not None and not (isinstance(kl_coef, (int, float)) and kl_coef == 0):
-    kl = kl_penalty(logp_new, logp_ref, kl_estimator, log_ratio_clamp)
+    kl = kl_penalty(logp_new, logp_ref, kl_estimator, safe_exp_max)
     per_token = per_token + kl_coef * kl
   else:
     kl = jnp.zeros_like(pg)

@@ -61,15 +61,25 @@ def gradient_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, para
 
 
 def minibatch_updates(loss_fn: LossFn, optimizer: optax.GradientTransformation, params: Any, opt_state: Any,
-                      batch: Any, num_updates: int) -> tuple[Any, Any, dict[str, jax.Array]]:
-  """`num_updates` consecutive optimizer steps over equal slices of `batch` in a lax.scan; metrics averaged."""
+                      batch: Any, num_updates: int, constants: Any = None,
+                      prepare: Callable[[Any, Any], Any] | None = None) -> tuple[Any, Any, dict[str, jax.Array]]:
+  """`num_updates` consecutive optimizer steps over equal slices of `batch` in a lax.scan; metrics averaged.
+
+  `prepare(constants, chunk) -> chunk`, when given, runs first in each mini-batch, outside the gradient, e.g. the
+  reference policy's log-probs of that mini-batch, so their activations never span the whole batch. `constants` (a
+  pytree of arrays, e.g. the reference parameters) enters the scan as an argument of its body (in the carry,
+  unchanged), never by closure: an nnx module merged from closed-over state inside the scan and under remat raises
+  nnx's TraceContextError.
+  """
   chunks = _split(batch, num_updates)
 
   def body(carry, chunk):
-    p, o = carry
+    p, o, c = carry
+    if prepare is not None:
+      chunk = jax.lax.stop_gradient(prepare(c, chunk))
     p, o, m = gradient_step(loss_fn, optimizer, p, o, chunk)
-    return (p, o), m
+    return (p, o, c), m
 
-  (params, opt_state), metrics = jax.lax.scan(body, (params, opt_state), chunks)
+  (params, opt_state, _), metrics = jax.lax.scan(body, (params, opt_state, constants), chunks)
   summary = {k: (v.sum() if k == "skipped" else v.mean()) for k, v in metrics.items()}
   return params, opt_state, summary

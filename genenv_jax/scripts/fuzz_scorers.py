@@ -14,7 +14,7 @@ lines); then `random_texts`: short strings drawn from the scorers' syntax pieces
 Each call runs under a wall-clock alarm (`--timeout` seconds); a call over it counts as a timeout and the run goes
 on. The report: inputs run, exceptions and timeouts (with the target and the input), and the slowest call.
 
-  PYTHONPATH=$PWD python -m genenv_jax.scripts.fuzz_scorers [--data-dir ../shared/data] [--size 1000000]
+  PYTHONPATH=$PWD python -m genenv_jax.scripts.fuzz_scorers [--data-dir DIR] [--size 1000000]
       [--random 4000] [--seed 0] [--timeout 10] [--only SUBSTRING]
 Exit status: 0 when no call raised or timed out, 1 otherwise.
 """
@@ -32,6 +32,7 @@ import time
 import traceback
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from genenv_jax.data import resolve_data_dir
 from genenv_jax.domains.benchmark import EvalItem
 
 Target = tuple[str, Callable[[str], Any]]
@@ -225,7 +226,7 @@ def fuzz(targets: Sequence[Target], texts: Iterable[tuple[str, str]], timeout: f
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-  p.add_argument("--data-dir", default="../shared/data", help="the shared benchmark data (layout of ../shared/data)")
+  p.add_argument("--data-dir", default="", help="the benchmark data (default: genenv_jax.data's resolver)")
   p.add_argument("--size", type=int, default=1_000_000, help="characters of each adversarial input")
   p.add_argument("--random", type=int, default=4000, help="random short inputs (each runs on every target)")
   p.add_argument("--seed", type=int, default=0)
@@ -239,9 +240,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   if args.size < 1 or args.random < 0 or args.timeout <= 0:
     print("fuzz_scorers: need --size >= 1, --random >= 0 and --timeout > 0", file=sys.stderr)
     return 2
+  args.data_dir = str(resolve_data_dir(args.data_dir or None))
   if not pathlib.Path(args.data_dir).is_dir():
-    print(f"fuzz_scorers: data directory {args.data_dir} does not exist; pass --data-dir (the layout of "
-          "../shared/data)", file=sys.stderr)
+    print(f"fuzz_scorers: data directory {args.data_dir} does not exist; pass --data-dir (fetch it with "
+          "`python -m genenv_jax.data fetch`)", file=sys.stderr)
     return 2
   targets = [t for t in make_targets(args.data_dir) if not args.only or args.only in t[0]]
   print(f"{len(targets)} targets", flush=True)

@@ -1,13 +1,13 @@
 """Replays every expert walkthrough of an ALFWorld split in the real game and prints the win count and the time.
 
 Rule: for each `game.tw-pddl` of the split (`alfworld_env.list_games`), reset the game, play its `walkthrough`
-commands in order and count the game as won when textworld reports `won` (`alfworld_env.replay_walkthrough`). The
-data README of ../shared/data states that this wins all 134 valid_unseen games. Each replay is also written to the
+commands in order and count the game as won when textworld reports `won` (`alfworld_env.replay_walkthrough`). This
+wins all 134 valid_unseen games. Each replay is also written to the
 step cache (`alfworld_steps`, refreshed, unless --no-cache), so later `AlfworldStepBenchmark.load_items` calls are
 fast. One reset costs 1-4 s, so a whole split takes several minutes.
 
 Usage:
-  python -m genenv_jax.scripts.replay_alfworld --data-dir ../shared/data --split valid_unseen [--limit N]
+  python -m genenv_jax.scripts.replay_alfworld [--data-dir DIR] --split valid_unseen [--limit N]
       [--cache-dir DIR | --no-cache] [--quiet]
 Exit status: 0 when every replayed game was won, 1 otherwise.
 """
@@ -19,13 +19,14 @@ import sys
 import time
 from typing import Sequence
 
+from genenv_jax.data import resolve_data_dir
 from genenv_jax.domains import alfworld_env, alfworld_steps
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-  parser.add_argument("--data-dir", default="../shared/data", help="shared data root (holding alfworld/) or "
-                      "the alfworld folder itself")
+  parser.add_argument("--data-dir", default=None, help="data directory (holding alfworld/) or the alfworld folder "
+                      "itself (default: genenv_jax.data.resolve_data_dir())")
   parser.add_argument("--split", default="valid_unseen", choices=alfworld_env.SPLITS)
   parser.add_argument("--limit", type=int, default=None, help="replay only the first N games (sorted by name)")
   parser.add_argument("--cache-dir", default=None, help="step cache directory (default: "
@@ -37,7 +38,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
-  games = alfworld_env.list_games(args.data_dir, args.split)
+  games = alfworld_env.list_games(resolve_data_dir(args.data_dir), args.split)
   if args.limit is not None:
     games = games[:max(args.limit, 0)]
   start = time.perf_counter()

@@ -1,0 +1,156 @@
+"""Multi-seed sweeps: every (variant, seed) pair of a config, resumable, several at once, with progress and an ETA.
+
+  python -m genenv_jax.sweep --config=configs/default.py --variants=coevolve,random,static,grpo --seeds=0,1,2 \
+      --workdir=DIR [--jobs=2] [--report] [-- --config.key=value ...]
+
+Each run is `python -m genenv_jax.main --config=CONFIG:VARIANT --config.seed=SEED` in DIR/runs/VARIANT_sSEED
+(a variant may compose override sets, e.g. smoke+random). A run whose summary.json has reached its total_steps is
+skipped; any other run is started again in its own workdir, so it resumes from its latest checkpoint (genenv_jax.train).
+Every run's TensorBoard directory is linked under DIR/tensorboard/VARIANT_sSEED, so `tensorboard --logdir DIR/tensorboard`
+overlays them. `--report` writes the comparison (genenv_jax.compare, the first variant as the baseline) when the runs are done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from absl import app, flags
+
+def _define_flags() -> None:
+  """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
+  another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
+  global _CONFIG, _VARIANTS, _SEEDS, _WORKDIR, _JOBS, _REPORT, _DRY_RUN
+  _CONFIG = flags.DEFINE_string("config", None, "config file, e.g. configs/default.py (variants are appended as :VARIANT)")
+  _VARIANTS = flags.DEFINE_list("variants", ["coevolve", "random", "static", "grpo"], "variants of the config")
+  _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "seeds (config.seed)")
+  _WORKDIR = flags.DEFINE_string("workdir", None, "sweep directory: runs/, tensorboard/, report files")
+  _JOBS = flags.DEFINE_integer("jobs", 1, "runs at once (each is its own process)")
+  _REPORT = flags.DEFINE_boolean("report", False, "write the comparison report (genenv_jax.compare) at the end")
+  _DRY_RUN = flags.DEFINE_boolean("dry_run", False, "print the runs and their state; run nothing")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+  variant: str
+  seed: int
+
+  @property
+  def name(self) -> str:
+    return f"{self.variant}_s{self.seed}"
+
+
+def plan(variants: list[str], seeds: list[str | int]) -> list[RunSpec]:
+  """Every (variant, seed) pair, variant-major; rejects empty, duplicate or malformed entries with a clear error."""
+  variants = [v.strip() for v in variants]
+  if not variants or any(not v or "/" in v or ":" in v for v in variants):
+    raise ValueError(f"--variants must be non-empty names (override sets joined with '+'), got {variants}")
+  try:
+    seeds = [int(s) for s in seeds]
+  except ValueError as e:
+    raise ValueError(f"--seeds must be integers separated by commas, got {seeds}") from e
+  if not seeds:
+    raise ValueError("--seeds is empty: give at least one, e.g. --seeds=0,1,2")
+  if len(set(variants)) != len(variants) or len(set(seeds)) != len(seeds):
+    raise ValueError(f"duplicate variants or seeds: {variants} x {seeds}")
+  return [RunSpec(v, s) for v in variants for s in seeds]
+
+
+def run_dir(workdir: str, spec: RunSpec) -> str:
+  return os.path.join(workdir, "runs", spec.name)
+
+
+def is_finished(path: str) -> bool:
+  """Whether the run in `path` has a summary.json whose final step reached the config's total_steps."""
+  try:
+    with open(os.path.join(path, "summary.json")) as f:
+      s = json.load(f)
+  except (OSError, ValueError):
+    return False
+  final = s.get("final_step")
+  return final is not None and final >= s.get("config", {}).get("total_steps", float("inf"))
+
+
+def command(config: str, spec: RunSpec, path: str, overrides: list[str]) -> list[str]:
+  """The `genenv_jax.main` command line of one run."""
+  return [sys.executable, "-m", "genenv_jax.main", f"--config={config}:{spec.variant}", f"--workdir={path}",
+          f"--config.seed={spec.seed}", *overrides]
+
+
+def link_tensorboard(workdir: str, spec: RunSpec) -> None:
+  """DIR/tensorboard/NAME -> runs/NAME/tensorboard (relative, so the sweep directory can move)."""
+  tb = os.path.join(workdir, "tensorboard")
+  os.makedirs(tb, exist_ok=True)
+  link = os.path.join(tb, spec.name)
+  if not os.path.lexists(link):
+    os.symlink(os.path.join("..", "runs", spec.name, "tensorboard"), link)
+
+
+def format_eta(seconds: float) -> str:
+  seconds = max(0, round(seconds))
+  return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def sweep(config: str, specs: list[RunSpec], workdir: str, jobs: int = 1, overrides: list[str] | None = None,
+          log=print) -> dict[str, int]:
+  """Runs every unfinished spec (at most `jobs` at once); returns {run name: exit code} of the runs it started."""
+  if jobs < 1:
+    raise ValueError(f"--jobs must be >= 1, got {jobs}")
+  todo = [s for s in specs if not is_finished(run_dir(workdir, s))]
+  for s in specs:
+    os.makedirs(run_dir(workdir, s), exist_ok=True)
+    link_tensorboard(workdir, s)
+  log(f"sweep: {len(specs)} runs, {len(specs) - len(todo)} already finished, {len(todo)} to run, {jobs} at once")
+  lock, t0, done, codes = threading.Lock(), time.time(), [0], {}
+
+  def one(spec: RunSpec) -> None:
+    path = run_dir(workdir, spec)
+    with open(os.path.join(path, "log.txt"), "a") as out:
+      code = subprocess.run(command(config, spec, path, overrides or []), stdout=out, stderr=subprocess.STDOUT,
+                            check=False).returncode
+    with lock:
+      done[0] += 1
+      codes[spec.name] = code
+      elapsed = time.time() - t0
+      eta = elapsed / done[0] * (len(todo) - done[0])
+      state = "done" if code == 0 else f"FAILED (exit {code}; see {os.path.join(path, 'log.txt')})"
+      log(f"[{done[0]}/{len(todo)}] {spec.name} {state}; elapsed {format_eta(elapsed)}, ETA {format_eta(eta)}")
+
+  with ThreadPoolExecutor(max_workers=jobs) as pool:
+    list(pool.map(one, todo))
+  return codes
+
+
+def main(argv) -> None:
+  overrides = list(argv[1:])
+  bad = [a for a in overrides if not a.startswith("--config.")]
+  if bad:
+    raise app.UsageError(f"extra arguments must be config overrides (--config.key=value), got {bad}")
+  if not _CONFIG.value or not _WORKDIR.value:
+    raise app.UsageError("--config and --workdir are required")
+  specs = plan(_VARIANTS.value, _SEEDS.value)
+  workdir = os.path.expanduser(_WORKDIR.value)
+  if _DRY_RUN.value:
+    for s in specs:
+      path = run_dir(workdir, s)
+      state = "finished" if is_finished(path) else "to run"
+      print(f"{s.name}: {state}: {' '.join(command(_CONFIG.value, s, path, overrides))}")
+    return
+  codes = sweep(_CONFIG.value, specs, workdir, _JOBS.value, overrides)
+  failed = sorted(k for k, c in codes.items() if c != 0)
+  if _REPORT.value:
+    from genenv_jax import compare
+    print(compare.write_report(workdir, baseline=specs[0].variant), flush=True)
+  if failed:
+    sys.exit(f"sweep: {len(failed)} run(s) failed: {', '.join(failed)} (rerun the same command to resume them)")
+
+
+if __name__ == "__main__":
+  _define_flags()
+  app.run(main)

@@ -1,0 +1,73 @@
+"""The sweep report (genenv_jax.compare) on synthetic run summaries: figures over seeds, paired gaps, files."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from genenv_jax import compare
+
+
+def fake_summary(seed, acc_first, acc_last, p_hat, n=300, order_seed=100):
+  rng = np.random.default_rng(seed)
+  # the first k items of a per-seed order are correct at the end: the same order nests one variant's correct items
+  # inside another's (a consistent gap); a different order_seed scatters them (item noise)
+  order = np.random.default_rng(order_seed + seed).permutation(n)
+  correct = np.zeros(n, int)
+  correct[order[: round(acc_last * n)]] = 1
+  steps = [{"step": t, "p_hat_mean": p + 0.01 * rng.standard_normal(), "difficulty_mean": 3 + 0.01 * t,
+            "band_frac": 0.2} for t, p in zip(range(1, 9), p_hat)]
+  evals = [{"step": 0, "accuracy": acc_first, "n": n, "by_difficulty": {"2": acc_first, "3": acc_first}},
+           {"step": 8, "accuracy": float(correct.mean()), "n": n, "correct": correct.tolist(),
+            "by_difficulty": {"2": 0.9, "3": 0.5}}]
+  return {"config": {"total_steps": 8, "env": {"curriculum": {"alpha": 0.5, "k_min": 0.1}}}, "steps": steps,
+          "evals": evals, "final_step": 8}
+
+
+def write_runs(root, table):
+  for (variant, seed), summary in table.items():
+    d = root / "runs" / f"{variant}_s{seed}"
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps(summary))
+
+
+def test_report_figures_gaps_and_files(tmp_path):
+  inband, off = [0.7, 0.6, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5], [0.9] * 8
+  table = {}
+  for s in range(3):
+    table[("coevolve", s)] = fake_summary(s, 0.5, 0.70 + 0.01 * s, inband)
+    table[("random", s)] = fake_summary(s, 0.5, 0.60 + 0.01 * s, off)
+    # a gap inside the noise: other items, a gap that changes sign over seeds
+    table[("static", s)] = fake_summary(s, 0.5, 0.70 + 0.01 * s + (0.01, -0.01, 0.005)[s], off, order_seed=7)
+  write_runs(tmp_path, table)
+  text = compare.write_report(str(tmp_path), n_boot=300)
+  rep = json.loads((tmp_path / "report.json").read_text())
+  co = rep["variants"]["coevolve"]
+  assert co["seeds"] == [0, 1, 2]
+  assert co["final_accuracy"]["mean"] == pytest.approx(0.71, abs=0.002)
+  assert co["final_accuracy"]["std"] == pytest.approx(0.01, abs=0.002)
+  assert co["later_half_accuracy"]["mean"] == pytest.approx(co["final_accuracy"]["mean"])  # 2 evals: the last
+  assert co["p_hat_in_band_shown_seeds"] == 3 and rep["variants"]["random"]["p_hat_in_band_shown_seeds"] == 0
+  assert co["final_accuracy_by_difficulty"]["2"]["mean"] == pytest.approx(0.9)
+  assert co["trajectories"]["p_hat_mean"]["steps"] == list(range(1, 9))
+  g = rep["gaps"]
+  assert g["random"]["mean"] == pytest.approx(0.10, abs=0.002) and g["random"]["ci95"][0] > 0
+  assert g["random"]["verdict"] == "shown"
+  assert g["static"]["verdict"] == "not shown" and g["static"]["ci95"][0] < 0 < g["static"]["ci95"][1]
+  assert "| random | 3 | +0.100" in text and "not shown" in text
+  for name in ("report.md", "report_p_hat_mean.png", "report_difficulty_mean.png",
+               "report_accuracy_by_difficulty.png"):
+    assert (tmp_path / name).stat().st_size > 0, name
+
+
+def test_missing_scores_and_bad_inputs(tmp_path):
+  s = fake_summary(0, 0.5, 0.7, [0.5] * 8)
+  del s["evals"][-1]["correct"]
+  write_runs(tmp_path, {("coevolve", 0): s, ("grpo", 0): fake_summary(0, 0.5, 0.6, [0.5] * 8)})
+  rep = compare.build_report(str(tmp_path), n_boot=100)
+  assert rep["gaps"]["grpo"]["verdict"] == "not shown" and "no paired" in rep["gaps"]["grpo"]["test"]
+  with pytest.raises(ValueError, match="baseline variant 'nope'"):
+    compare.build_report(str(tmp_path), baseline="nope")
+  with pytest.raises(FileNotFoundError, match="run genenv_jax.sweep"):
+    compare.load_runs(os.path.join(str(tmp_path), "empty"))

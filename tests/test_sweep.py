@@ -1,0 +1,66 @@
+"""Sweeps (genenv_jax.sweep): the run plan, resumability, TensorBoard links, composable variants, one tiny real run."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from genenv_jax import sweep
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_plan_and_bad_inputs():
+  specs = sweep.plan(["coevolve", "smoke+random"], ["0", "2"])
+  assert [s.name for s in specs] == ["coevolve_s0", "coevolve_s2", "smoke+random_s0", "smoke+random_s2"]
+  with pytest.raises(ValueError, match="integers"):
+    sweep.plan(["coevolve"], ["x"])
+  with pytest.raises(ValueError, match="duplicate"):
+    sweep.plan(["random", "random"], [0])
+  with pytest.raises(ValueError, match="non-empty names"):
+    sweep.plan(["smoke:random"], [0])
+  with pytest.raises(ValueError, match="--jobs"):
+    sweep.sweep("configs/default.py", specs, "/nonexistent", jobs=0)
+  assert sweep.format_eta(3725.4) == "1:02:05"
+  cmd = sweep.command("configs/default.py", specs[2], "/w/r", ["--config.total_steps=3"])
+  assert cmd[1:] == ["-m", "genenv_jax.main", "--config=configs/default.py:smoke+random", "--workdir=/w/r",
+                     "--config.seed=0", "--config.total_steps=3"]
+
+
+def test_variants_compose():
+  from configs.default import get_config
+  c = get_config("smoke+random")
+  assert c.total_steps == get_config("smoke").total_steps and not c.env.train
+  assert get_config("coevolve").to_dict() == get_config("").to_dict()
+  assert get_config("smoke+static").mode == "static"
+  with pytest.raises(ValueError, match="unknown variant 'bogus'.*smoke\\+random"):
+    get_config("smoke+bogus")
+
+
+def test_is_finished(tmp_path):
+  assert not sweep.is_finished(str(tmp_path))
+  (tmp_path / "summary.json").write_text(json.dumps({"config": {"total_steps": 4}, "final_step": 2}))
+  assert not sweep.is_finished(str(tmp_path))  # interrupted: resumes
+  (tmp_path / "summary.json").write_text(json.dumps({"config": {"total_steps": 4}, "final_step": 4}))
+  assert sweep.is_finished(str(tmp_path))
+  (tmp_path / "summary.json").write_text("{not json")
+  assert not sweep.is_finished(str(tmp_path))
+
+
+def test_a_real_run_then_a_resumed_sweep_skips_it(tmp_path):
+  tiny = ["--config.total_steps=1", "--config.warm_start.agent_steps=2", "--config.warm_start.env_steps=2",
+          "--config.eval_every=1", "--config.checkpoint_every=1"]
+  args = [sys.executable, "-m", "genenv_jax.sweep", "--config=configs/default.py", "--variants=smoke", "--seeds=3",
+          f"--workdir={tmp_path}", "--report", "--", *tiny]
+  out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+  assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+  assert "[1/1] smoke_s3 done" in out.stdout and "ETA" in out.stdout
+  summary = json.loads((tmp_path / "runs" / "smoke_s3" / "summary.json").read_text())
+  assert summary["config"]["seed"] == 3 and summary["final_step"] == 1
+  link = tmp_path / "tensorboard" / "smoke_s3"
+  assert link.is_symlink() and any(link.iterdir())  # the run's event files, through the link
+  assert (tmp_path / "report.md").exists() and "| smoke | 3 |" in (tmp_path / "report.md").read_text()
+  again = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+  assert again.returncode == 0 and "1 already finished, 0 to run" in again.stdout

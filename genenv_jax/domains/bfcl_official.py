@@ -117,9 +117,9 @@ def _evaluate(node: ast.AST) -> Any:
   if isinstance(node, ast.BinOp):
     left, right = _evaluate(node.left), _evaluate(node.right)
     op = type(node.op)
-    if op is ast.Pow and isinstance(left, (int, float)) and isinstance(right, (int, float)):
-      if isinstance(right, int) and right > 0 and math.log2(abs(left) + 2) * right > 4 * _MAX_SIZE:
-        raise DecodeError("power too large")
+    if (op is ast.Pow and isinstance(left, (int, float)) and isinstance(right, int) and right > 0
+        and math.log2(abs(left) + 2) * right > 4 * _MAX_SIZE):
+      raise DecodeError("power too large")
     if op is ast.LShift and isinstance(right, int) and right > 4 * _MAX_SIZE:
       raise DecodeError("shift too large")
     if op is ast.Mult:

@@ -1,23 +1,24 @@
 """Agreement of our BFCL verdicts with the official checker's (the bfcl-eval package), on a perturbation set.
 
 For every item of the 13 single-turn BFCL categories, `perturb` writes model-like outputs from the item's gold calls:
-the oracle answer and its variants in format (`<think>` prefix, code fences, `<tool_call>` JSON, no brackets, prose,
-empty), in arguments (positional, dropped, extra, wrong values, int/float swaps, string case and spacing, tuples, set
-literals, empty lists, other allowed values, unary signs, arithmetic) and in calls (reordered, dropped, duplicated,
-renamed); for Java/JavaScript also quoting variants of the source text. Each (item, output) pair is scored by
+the oracle answer and its variants in format (`<think>` prefix, code fences, `<tool_call>` JSON, a JSON list, no
+brackets, one call a line, leading or trailing prose, spaces around `=`, JSON-spelled values, empty), in arguments
+(positional, dropped, extra, wrong values, int/float swaps, string case and spacing, tuples, set literals, empty
+lists, other allowed values, unary signs, arithmetic) and in calls (reordered, dropped, duplicated, renamed); for Java/JavaScript also quoting variants of the source text. Each (item, output) pair is scored by
 `bfcl_official.verdict` (our official mode), by the lenient mode (`bfcl.decode` + `bfcl_checker`) and by bfcl-eval
 itself: `default_decode_ast_prompting` + `is_function_calling_format_output` + `ast_checker` for AST categories,
 and decode + `is_empty_output` for (ir)relevance, as its per-item evaluation path does. An exception inside bfcl-eval
 counts as "wrong" (upstream the evaluation run stops there).
 
-The reference needs bfcl-eval importable without its model-serving dependencies; install it beside the project:
-  pip install --no-deps bfcl-eval==2026.3.23 && pip install tree_sitter==0.21.3 tree-sitter-java==0.21.0 \\
+The reference is bfcl-eval itself, installed into a folder of its own (it is not a dependency of this project; its
+Java/JavaScript decoder needs tree-sitter), and imported from there with --reference:
+  pip install --no-deps --target /tmp/bfcl_ref bfcl-eval==2026.3.23 tree_sitter==0.21.3 tree-sitter-java==0.21.0 \\
       tree-sitter-javascript==0.21.4 tenacity filelock
 (`bfcl_eval.constants.model_config`, which imports every model handler, is replaced by a stub whose models do not
 rename dotted functions, as the prompting models' configs say.)
 
-  PYTHONPATH=$PWD python -m genenv_jax.scripts.bfcl_agreement [--data-dir ../shared/data] [--limit N] [--seed 0]
-      [--show 20] [--output pairs.jsonl]
+  PYTHONPATH=$PWD python -m genenv_jax.scripts.bfcl_agreement --reference /tmp/bfcl_ref [--data-dir DIR]
+      [--limit N] [--categories a,b] [--seed 0] [--show 20] [--output pairs.jsonl]
 Prints the agreement of each mode with the reference, overall, per category and per perturbation kind, and the first
 disagreements of the official mode. Exit status 0 when the official mode agrees on at least --target (0.999).
 """
@@ -26,26 +27,34 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
+import pathlib
 import random
 import sys
 import types
 from typing import Any, Callable, Iterator, Sequence
 
+from genenv_jax.data import resolve_data_dir
 from genenv_jax.domains import bfcl, bfcl_checker, bfcl_official
 from genenv_jax.domains.benchmark import EvalItem
 from genenv_jax.domains.tool_calls import ToolCall, format_json_tool_calls, format_python_calls
 
 CATEGORIES = tuple(c for c in bfcl.CATEGORIES if c not in bfcl.MULTI_TURN)
-INSTALL = ("pip install --no-deps bfcl-eval==2026.3.23 && pip install tree_sitter==0.21.3 tree-sitter-java==0.21.0 "
-           "tree-sitter-javascript==0.21.4 tenacity filelock")
+INSTALL = ("pip install --no-deps --target DIR bfcl-eval==2026.3.23 tree_sitter==0.21.3 tree-sitter-java==0.21.0 "
+           "tree-sitter-javascript==0.21.4 tenacity filelock, then pass --reference DIR")
 
 
 # ------------------------------------------------------------------------------------------------ reference
 
 
-def load_reference() -> Callable[[str, EvalItem], bool]:
-  """bfcl-eval's per-item verdict as a function (output, item) -> correct; ImportError naming the install line."""
+def load_reference(folder: str | None = None) -> Callable[[str, EvalItem], bool]:
+  """bfcl-eval's per-item verdict as a function (output, item) -> correct, imported from `folder` (appended to
+  sys.path) when given; ImportError naming the install line."""
+  if folder:
+    if not pathlib.Path(folder, "bfcl_eval").is_dir():
+      raise ImportError(f"--reference {folder} holds no bfcl_eval package")
+    sys.path.append(str(pathlib.Path(folder).resolve()))
   stub = types.ModuleType("bfcl_eval.constants.model_config")
   stub.MODEL_CONFIG_MAPPING = collections.defaultdict(lambda: types.SimpleNamespace(underscore_to_dot=False))
   sys.modules.setdefault("bfcl_eval.constants.model_config", stub)
@@ -143,6 +152,12 @@ def _python_variants(calls: list[ToolCall], item: EvalItem, rng: random.Random) 
   yield "trailing_prose", text + "\nThis calls the function."
   yield "set_literal", "{" + text[1:-1] + "}"
   yield "tuple_of_calls", "(" + text[1:-1] + ",)"
+  yield "leading_prose", "Sure, here is the call: " + text
+  yield "json_list", json.dumps([{c.name: dict(c.arguments)} for c in calls])
+  yield "newline_separated", "\n".join(format_python_calls([c]) for c in calls)
+  yield "keyword_spaces", text.replace("=", " = ")
+  yield "json_values", "[" + ", ".join(f"{c.name}(" + ", ".join(f"{k}={json.dumps(v)}" for k, v in c.arguments.items())
+                                       + ")" for c in calls) + "]"
   if calls:
     first = calls[0]
     yield "wrong_name", _render([_with(first, name=first.name + "_x")] + calls[1:])
@@ -246,7 +261,8 @@ def official_correct(output: str, item: EvalItem) -> bool:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-  p.add_argument("--data-dir", default="../shared/data", help="the shared benchmark data (holding bfcl/)")
+  p.add_argument("--data-dir", help="the benchmark data holding bfcl/ (default: genenv_jax.data's resolver)")
+  p.add_argument("--reference", help="a folder with bfcl-eval installed (pip install --target; module docstring)")
   p.add_argument("--limit", type=int, help="items per category (default: all)")
   p.add_argument("--categories", default=",".join(CATEGORIES), help="comma-separated BFCL categories")
   p.add_argument("--seed", type=int, default=0)
@@ -264,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"bfcl_agreement: unknown categories {unknown}; choose from {', '.join(CATEGORIES)}", file=sys.stderr)
     return 2
   try:
-    reference = load_reference()
+    reference = load_reference(args.reference)
   except ImportError as e:
     print(f"bfcl_agreement: {e}", file=sys.stderr)
     return 2
@@ -272,10 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   bench = bfcl.BfclBenchmark()
   counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   shown = 0
-  out = open(args.output, "w", encoding="utf-8") if args.output else None
-  try:
+  data_dir = str(resolve_data_dir(args.data_dir))
+  with contextlib.ExitStack() as stack:
+    out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else None
     for category in categories:
-      for item in bench.load_items(args.data_dir, category, args.limit):
+      for item in bench.load_items(data_dir, category, args.limit):
         for kind, output in perturb(item, rng):
           ref = reference(output, item)
           ours, lenient = official_correct(output, item), lenient_correct(output, item)
@@ -287,9 +304,6 @@ def main(argv: Sequence[str] | None = None) -> int:
           if out:
             out.write(json.dumps({"id": item.id, "kind": kind, "output": output, "reference": ref,
                                   "official": ours, "lenient": lenient}, ensure_ascii=True) + "\n")
-  finally:
-    if out:
-      out.close()
   for key in sorted(counts, key=lambda k: (k != "all", k)):
     c = counts[key]
     print(f"{key:40s} n={c['n']:6d}  official {c['official'] / c['n']:8.4%}  lenient {c['lenient'] / c['n']:8.4%}"

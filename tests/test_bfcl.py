@@ -1,11 +1,12 @@
 """BFCL: our AST checker's rules, Java/JavaScript conversion, long-context turns, and the oracle / null agents."""
 
 import json
+import os
 import re
 
 import pytest
 
-from genenv_jax.domains import bfcl_checker
+from genenv_jax.domains import bfcl_checker, bfcl_official
 from genenv_jax.domains.benchmark import EvalItem, ItemResult
 from genenv_jax.domains.bfcl import CATEGORIES, UNSATISFIABLE, BfclBenchmark, decode
 from genenv_jax.domains.bfcl_lang import java_source, js_source, parse_source_calls, to_java, to_js
@@ -396,6 +397,16 @@ OFFICIAL_CASES = [
      '<tool_call>\n{"name": "geo.distance", "arguments": {"city": "NYC"}}\n</tool_call>', True, False),
     ("irrelevance: a call", "irrelevance", [DOC], None, "[geo.distance(city='NYC')]", False, False),
     ("relevance: empty call counts", "live_relevance", [DOC], None, "[geo.distance()]", True, True),
+    ("no brackets", "simple_python", [DOC], [ANSWER], "geo.distance(city='NYC', km=5)", True, True),
+    ("leading prose", "simple_python", [DOC], [ANSWER], "Sure: [geo.distance(city='NYC', km=5)]", False, False),
+    ("one call a line", "parallel", [PAIR_DOC], [{"f": {"x": [1]}}, {"f": {"x": [2]}}], "[f(x=1)]\n[f(x=2)]",
+     False, False),
+    ("strings standardised", "simple_python", [DOC], [ANSWER], "[geo.distance(city='new york ny', km=5)]", True, True),
+    ("json true is a name", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=5, exact=true)]",
+     False, False),
+    ("required missing", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC')]", False, False),
+    ("multiple: one call only", "multiple", [DOC, OTHER], [ANSWER],
+     "[geo.distance(city='NYC', km=5), geo.area(city='x')]", False, False),
 ]
 
 
@@ -432,3 +443,54 @@ def test_official_oracle_passes_every_python_item(items):
   assert len(others) < 0.15 * 150
   with pytest.raises(ValueError, match="unknown BFCL mode"):
     BfclBenchmark(mode="strict")
+
+
+def test_official_decoder_values():
+  """The prompting decoder's value rules (bfcl_official docstring), each checked against bfcl-eval 2026.3.23."""
+  decoded = bfcl_official.decode("[f(a=x, b=g(1), c=d[0], d=(1,2), e=+3, h=..., i=m.n(k=1), j=2*3)]")
+  assert decoded == [{"f": {"a": "x", "b": "g(1)", "c": "d[0]", "d": (1, 2), "e": -3, "h": "...",
+                            "i": {"m.n": {"k": 1}}, "j": 6}}]
+  assert bfcl_official.decode("f(1, a=1)") == [{"f": {"a": 1}}]  # brackets added, the positional argument dropped
+  for output in ("[f(a=x.y)]", "[f(a={1, 2})]", "[f(a=lambda: 1)]", "[1, f()]", "<think>x</think>[f()]"):
+    with pytest.raises(bfcl_official.DecodeError):
+      bfcl_official.decode(output)
+
+
+def test_official_fixtures_match_bfcl_eval_when_installed():
+  """The fixture verdicts above against bfcl-eval itself, where it is installed: set BFCL_EVAL_REFERENCE to a folder
+  made as in `genenv_jax.scripts.bfcl_agreement`'s docstring (pip install --target); skipped otherwise."""
+  folder = os.environ.get("BFCL_EVAL_REFERENCE")
+  if not folder:
+    pytest.skip("BFCL_EVAL_REFERENCE is not set (a folder with bfcl-eval installed, see scripts/bfcl_agreement.py)")
+  from genenv_jax.scripts.bfcl_agreement import load_reference  # pylint: disable=import-outside-toplevel
+
+  reference = load_reference(folder)
+  for kind, category, functions, answers, output, official, _ in OFFICIAL_CASES:
+    language = {"simple_java": "java", "simple_javascript": "javascript"}.get(category, "python")
+    assert reference(output, _item(category, answers, functions=functions, language=language)) == official, kind
+
+
+def _write_predictions(path, items, output):
+  path.write_text("".join(json.dumps({"id": i.id, "output": output(i)}) + "\n" for i in items))
+
+
+def test_evaluate_bfcl_mode_flag(items, shared_data, tmp_path, capsys):
+  """`evaluate --bfcl-mode`: fenced oracle answers fail officially and pass leniently; the mode is in the record."""
+  from genenv_jax import evaluate  # pylint: disable=import-outside-toplevel
+
+  chosen = [i for i in items if i.split == "simple_python"][:3]
+  predictions = tmp_path / "fenced.jsonl"
+  _write_predictions(predictions, chosen, lambda i: "```python\n" + OFFICIAL.oracle_output(i) + "\n```")
+  accuracy = {}
+  for mode in (None, "official", "lenient"):
+    out = tmp_path / f"{mode}.jsonl"
+    argv = ["--benchmark", "bfcl", "--split", "simple_python", "--limit", "3", "--data-dir", str(shared_data),
+            "--predictions", str(predictions), "--output", str(out), "--quiet"] + (["--bfcl-mode", mode] if mode else [])
+    assert evaluate.main(argv) == 0, capsys.readouterr().err
+    record = json.loads(out.with_suffix(".metrics.json").read_text())
+    assert record["bfcl_mode"] == (mode or "official")
+    accuracy[mode] = record["metrics"]["simple_python/accuracy"]
+  assert accuracy == {None: 0.0, "official": 0.0, "lenient": 1.0}
+  rc = evaluate.main(["--benchmark", "bamboogle", "--agent", "oracle", "--bfcl-mode", "lenient", "--data-dir",
+                      str(shared_data)])
+  assert rc == 2 and "--bfcl-mode is for --benchmark bfcl only" in capsys.readouterr().err

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from genenv_jax.domains import bfcl_checker, bfcl_official
+from genenv_jax.domains import bfcl_checker, bfcl_official, bfcl_source
 from genenv_jax.domains.benchmark import EvalItem, ItemResult
 from genenv_jax.domains.bfcl import CATEGORIES, UNSATISFIABLE, BfclBenchmark, decode
 from genenv_jax.domains.bfcl_lang import java_source, js_source, parse_source_calls, to_java, to_js
@@ -494,3 +494,14 @@ def test_evaluate_bfcl_mode_flag(items, shared_data, tmp_path, capsys):
   rc = evaluate.main(["--benchmark", "bamboogle", "--agent", "oracle", "--bfcl-mode", "lenient", "--data-dir",
                       str(shared_data)])
   assert rc == 2 and "--bfcl-mode is for --benchmark bfcl only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("parse", [bfcl_source.parse_java, bfcl_source.parse_js])
+def test_source_parser_bounds_nesting(parse):
+  """Nesting past bfcl_source.MAX_DEPTH is a syntax error (not a RecursionError); real answers nest far less."""
+  depth = bfcl_source.MAX_DEPTH
+  assert parse("f(a=" + "(" * (depth - 5) + "1" + ")" * (depth - 5) + ")")
+  for text in ("f(a=" + "(" * 5000 + "1" + ")" * 5000 + ")", "{" * (depth + 1) + "}" * (depth + 1),
+               "f(a=" + "- " * 5000 + "1)", "f(a=" + "b=" * 5000 + "1)"):
+    with pytest.raises(bfcl_source.SourceSyntaxError, match="nests deeper"):
+      parse(text)

@@ -193,6 +193,8 @@ def decode(output: str, language: str = "python") -> Any:
     return parse_java(text[1:-1]) if language == "java" else parse_js(text[1:-1])
   except SourceSyntaxError as e:
     raise DecodeError(str(e)) from None
+  except RecursionError:  # a guard only: the parser's MAX_DEPTH keeps far below the stack limit
+    raise DecodeError("source nests too deeply") from None
 
 
 def is_call_list(decoded: Any) -> bool:

@@ -24,10 +24,14 @@ identifier or `true` argument gives the key None (repeated: error); other positi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
 MAX_SOURCE = 100_000  # longer answers are not call text; they decode as a syntax error
+# Brackets, blocks and prefix operators nested deeper than this are a syntax error here (tree-sitter would parse them;
+# no model answer nests so deep), which keeps the recursive parser and the tree walks far from Python's stack limit.
+MAX_DEPTH = 50
 
 
 class SourceSyntaxError(ValueError):
@@ -221,7 +225,8 @@ class _Parser:
         continue
       if self.at("{"):
         open_tok = self.take()
-        inner = self.statements("}")
+        with self.nested():
+          inner = self.statements("}")
         close = self.take("}")
         out.append(Node("block", open_tok.start, close.end, children=inner))
         continue
@@ -236,16 +241,25 @@ class _Parser:
     return out
 
   # -- expressions
-  def expression(self) -> Node:
+  @contextlib.contextmanager
+  def nested(self):
+    """One more level of nesting; SourceSyntaxError past MAX_DEPTH."""
     self.depth += 1
-    if self.depth > 200:
-      raise SourceSyntaxError("expression nests too deeply")
+    if self.depth > MAX_DEPTH:
+      raise SourceSyntaxError(f"nests deeper than {MAX_DEPTH} levels")
     try:
-      return self.assignment()
+      yield
     finally:
       self.depth -= 1
 
+  def expression(self) -> Node:
+    return self.assignment()
+
   def assignment(self) -> Node:
+    with self.nested():
+      return self._assignment()
+
+  def _assignment(self) -> Node:
     left = self.conditional()
     if self.peek() is not None and self.peek().kind == "op" and self.peek().text in _ASSIGN:
       op = self.take()
@@ -289,11 +303,13 @@ class _Parser:
                             or (self.language == "javascript" and tok.kind == "name"
                                 and tok.text in _JS_PREFIX_WORDS)):
       self.take()
-      operand = self.unary()
+      with self.nested():
+        operand = self.unary()
       return self.other([self.leaf(tok), operand])
     if self.language == "java" and self.at("(") and self._cast_ahead():
       parts = [self.leaf(self.take("("))] + [self.leaf(t) for t in self._type_tokens()] + [self.leaf(self.take(")"))]
-      return self.other(parts + [self.unary()])
+      with self.nested():
+        return self.other(parts + [self.unary()])
     return self.postfix(self.primary())
 
   def _cast_ahead(self) -> bool:
@@ -504,7 +520,8 @@ class _Parser:
   def java_array_initializer(self) -> Node:
     parts = [self.leaf(self.take("{"))]
     while not self.at("}"):
-      parts.append(self.java_array_initializer() if self.at("{") else self.expression())
+      with self.nested():
+        parts.append(self.java_array_initializer() if self.at("{") else self.expression())
       if not self.at("}"):
         parts.append(self.leaf(self.take(",")))
     return self.other(parts + [self.leaf(self.take("}"))])

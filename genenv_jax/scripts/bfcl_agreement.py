@@ -35,7 +35,7 @@ import sys
 import types
 from typing import Any, Callable, Iterator, Sequence
 
-from genenv_jax.data import resolve_data_dir
+from genenv_jax.data import DataMissingError, require, resolve_data_dir
 from genenv_jax.domains import bfcl, bfcl_checker, bfcl_official
 from genenv_jax.domains.benchmark import EvalItem
 from genenv_jax.domains.tool_calls import ToolCall, format_json_tool_calls, format_python_calls
@@ -288,7 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   bench = bfcl.BfclBenchmark()
   counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   shown = 0
-  data_dir = str(resolve_data_dir(args.data_dir))
+  try:
+    data_dir = str(require(resolve_data_dir(args.data_dir), ["bfcl"]))
+  except DataMissingError as e:
+    print(f"bfcl_agreement: {e}", file=sys.stderr)
+    return 2
   with contextlib.ExitStack() as stack:
     out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else None
     for category in categories:

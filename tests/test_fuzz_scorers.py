@@ -9,7 +9,7 @@ import pytest
 from genenv_jax.scripts import fuzz_scorers
 
 # 1 MB inputs that reach the deep rules of the default (official) BFCL decoder and the linear-time tag scans
-BIG = ("unary_literal", "nested_list_literal", "open_parens", "newlines", "unclosed_answer", "java_array")
+BIG = ("unary_literal", "nested_list_literal", "open_parens", "newlines_then_text", "unclosed_answer", "java_array")
 
 
 @pytest.fixture(scope="module")

@@ -76,6 +76,7 @@ def adversarial_texts(size: int) -> dict[str, str]:
       "nested_list_literal": "[f(a=" + "[" * half + "1" + "]" * half + ")]",
       "unary_literal": "[f(a=" + _repeat("-", half) + "1)]",
       "newlines": _repeat("\n", size),
+      "newlines_then_text": _repeat("\n", size) + "x",
       "long_line": _repeat("x", size),
       "spaces_then_text": _repeat(" ", size) + "x",
       "answer_lines": _repeat("Answer: x\n", size),

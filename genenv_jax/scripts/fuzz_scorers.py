@@ -154,8 +154,9 @@ def _family_targets(data_dir: pathlib.Path) -> list[Target]:
   except ImportError:
     pass
   else:
-    families.append((AlfworldTasks(), "Task: put a mug on the desk.\nRoom: You are in a room.\nObservation: You see a "
-                     "desk 1.\nAdmissible: go to desk 1 | look\nAction: go to desk 1"))
+    seed = ("Task: put a mug on the desk.\nRoom: You are in a room.\nObservation: You see a desk 1.\n"
+            "Admissible: go to desk 1 | look\nAction: go to desk 1")
+    families.append((AlfworldTasks(), seed))
   targets: list[Target] = []
   for family, seed in families:
     parsed = family.parse(seed)
@@ -201,7 +202,7 @@ class Report:
   timeouts: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
   slowest: tuple[float, str, str] = (0.0, "", "")
 
-  def merge(self, other: "Report") -> "Report":
+  def merge(self, other: Report) -> Report:
     """Both reports' counts and failures; the slower of the two slowest calls."""
     return Report(self.calls + other.calls, self.exceptions + other.exceptions, self.timeouts + other.timeouts,
                   max(self.slowest, other.slowest))

@@ -15,6 +15,9 @@ call or a list/tuple/set of calls. A call is `{name: {keyword: value}}`: the dot
 lists, tuples, dicts; a bare name is its identifier; a call without keywords is its source text, with keywords a
 nested `{name: {...}}`; a subscript its source text; arithmetic on literals is evaluated (here within size limits);
 anything else (sets, attributes, comparisons, lambdas, ...) fails to decode. Java/JavaScript: `bfcl_source`.
+Bounds that upstream lacks, so that any output scores in linear time: text over MAX_TEXT characters (far past any
+generation budget), Java/JavaScript nested past `bfcl_source.MAX_DEPTH`, and arithmetic whose result would pass
+_MAX_SIZE digits or elements do not decode (score 0); Python's parser itself rejects nesting past its own limit.
 
 Checking (`check`), by category name: "parallel" matches the calls to the answers greedily in answer order (each
 answer takes the first unused call that passes); else "multiple" needs one call, checked against the answer's

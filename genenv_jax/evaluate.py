@@ -74,6 +74,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   a.add_argument("--episodes", action="store_true", help="play whole games (success rate) instead of steps")
   a.add_argument("--max-steps", type=int, default=50, help="actions per episode with --episodes")
   a.add_argument("--cache-dir", help="walkthrough replay cache (default: alfworld_steps.default_cache_dir())")
+  p.add_argument_group("BFCL").add_argument(
+      "--bfcl-mode", choices=("official", "lenient"),
+      help="official (default): bfcl-eval's verdicts, comparable with the leaderboard; lenient: tolerant decoding "
+      "(think spans, fences, JSON calls), the training reward's")
   o = p.add_argument_group("output")
   o.add_argument("--output", help="per-item results, JSON lines")
   o.add_argument("--metrics-output", help="metrics JSON (default: next to --output)")
@@ -267,6 +271,8 @@ def check_args(args: argparse.Namespace) -> None:
   for flag, given in (("--episodes", args.episodes), ("--cache-dir", args.cache_dir)):
     if given and args.benchmark != "alfworld":
       raise ValueError(f"{flag} is for --benchmark alfworld only, not {args.benchmark!r}")
+  if args.bfcl_mode and args.benchmark != "bfcl":
+    raise ValueError(f"--bfcl-mode is for --benchmark bfcl only, not {args.benchmark!r}")
 
 
 def run_items_mode(args: argparse.Namespace, benchmark: Any, data_dir: pathlib.Path, stream: TextIO | None
@@ -323,7 +329,8 @@ def report(args: argparse.Namespace, record: Mapping[str, Any], rows: Sequence[M
 def evaluate(args: argparse.Namespace, stdout: TextIO, stderr: TextIO | None) -> dict[str, Any]:
   """Runs the evaluation the flags describe; returns the metrics record (also written to the metrics file)."""
   check_args(args)
-  benchmark = make_benchmark(args.benchmark, **({"cache_dir": args.cache_dir} if args.cache_dir else {}))
+  options = {k: v for k, v in (("cache_dir", args.cache_dir), ("mode", args.bfcl_mode)) if v}
+  benchmark = make_benchmark(args.benchmark, **options)
   # each benchmark's dataset has its name; DataMissingError (a FileNotFoundError) names the file and the fix
   data_dir = data.require(data.resolve_data_dir(args.data_dir), [args.benchmark])
   stream = None if args.quiet else stderr
@@ -335,8 +342,8 @@ def evaluate(args: argparse.Namespace, stdout: TextIO, stderr: TextIO | None) ->
     rows, metrics, about = run_items_mode(args, benchmark, data_dir, stream)
     note = benchmark_note(args.benchmark)
   record = {"benchmark": args.benchmark, "split": args.split, "limit": args.limit, "data_dir": str(data_dir),
-            **about, "n_items": len(rows), "seconds": round(time.monotonic() - started, 3), "metrics": metrics,
-            "note": note}
+            **({"bfcl_mode": benchmark.mode} if args.benchmark == "bfcl" else {}), **about, "n_items": len(rows),
+            "seconds": round(time.monotonic() - started, 3), "metrics": metrics, "note": note}
   report(args, record, rows, stdout)
   return record
 

@@ -1,18 +1,21 @@
 """BFCL: our AST checker's rules, Java/JavaScript conversion, long-context turns, and the oracle / null agents."""
 
 import json
+import os
 import re
 
 import pytest
 
 from genenv_jax.benchmarks.bfcl import checker as bfcl_checker
+from genenv_jax.benchmarks.bfcl import official as bfcl_official
+from genenv_jax.benchmarks.bfcl import source as bfcl_source
 from genenv_jax.tasks.benchmark import EvalItem, ItemResult
 from genenv_jax.benchmarks.bfcl.evaluator import CATEGORIES, UNSATISFIABLE, BfclBenchmark, decode
 from genenv_jax.benchmarks.bfcl.lang import java_source, js_source, parse_source_calls, to_java, to_js
 from genenv_jax.benchmarks.bfcl.prompts import language_docs
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_python_calls
 
-BENCH = BfclBenchmark()
+BENCH = BfclBenchmark(mode="lenient")  # the rule tests below are the lenient mode's (official: at the end)
 COUNTS = {"simple_python": 400, "simple_java": 100, "simple_javascript": 50, "multiple": 200, "parallel": 200,
           "parallel_multiple": 200, "irrelevance": 240, "live_simple": 258, "live_multiple": 831, "live_parallel": 16,
           "live_parallel_multiple": 24, "live_irrelevance": 884, "live_relevance": 16,
@@ -242,7 +245,7 @@ def test_categories_and_item_counts(items):
 
 @pytest.mark.parametrize("style", ["bfcl", "toolrl"])
 def test_oracle_passes_every_item_but_the_upstream_unsatisfiable_ones(items, shared_data, style):
-  bench = BfclBenchmark(prompt_style=style)
+  bench = BfclBenchmark(prompt_style=style, mode="lenient")
   chosen = items if style == "bfcl" else bench.load_items(str(shared_data))
   results = [bench.score(i, bench.oracle_output(i)) for i in chosen]
   failed = {r.id: r.detail["error"] for r in results if not r.correct}
@@ -253,8 +256,10 @@ def test_oracle_passes_every_item_but_the_upstream_unsatisfiable_ones(items, sha
     assert metrics[f"{category}/accuracy"] == pytest.approx(expected), category
 
 
-def test_null_agent_scores_only_on_irrelevance(items):
-  metrics = BENCH.aggregate([BENCH.score(i, "") for i in items])
+@pytest.mark.parametrize("mode", ["lenient", "official"])
+def test_null_agent_scores_only_on_irrelevance(items, mode):
+  bench = BfclBenchmark(mode=mode)
+  metrics = bench.aggregate([bench.score(i, "") for i in items])
   for category in COUNTS:
     expected = {"irrelevance": 1.0, "live_irrelevance": 1.0, "multi_turn_long_context": 3 / 734}.get(category, 0.0)
     assert metrics[f"{category}/accuracy"] == pytest.approx(expected), category
@@ -346,3 +351,159 @@ def test_checker_helpers():
   assert not bfcl_checker.values_equal(True, 1) and bfcl_checker.values_equal(5, 5.0)
   with pytest.raises(ValueError, match="language"):
     bfcl_checker.check_call(DOC, ToolCall("geo.distance", {}), ANSWER, "rust")
+
+
+# ------------------------------------------------------------------------------------------------ official mode
+
+OFFICIAL = BfclBenchmark()  # the default mode: bfcl-eval's verdicts
+LIST_DOC = _doc("stats.mean", {"values": {"type": "array", "items": {"type": "float"}},
+                               "labels": {"type": "array", "items": {"type": "string"}}}, ["values"])
+CACHE_DOC = _doc("Cache.get", {"keys": {"type": "Array", "items": {"type": "String"}}, "ttl": {"type": "long"}},
+                ["keys"])
+SAY_DOC = _doc("say", {"text": {"type": "String"}}, ["text"])
+PAIR_DOC = _doc("f", {"x": {"type": "integer"}}, ["x"])
+# (kind, category, functions, answers, output, official verdict, lenient verdict); each official verdict is the one
+# bfcl-eval 2026.3.23 gives (checked with genenv_jax.scripts.bfcl_agreement's reference).
+OFFICIAL_CASES = [
+    ("think prefix", "simple_python", [DOC], [ANSWER], "<think>ok</think>[geo.distance(city='NYC', km=5)]",
+     False, True),
+    ("python fence", "simple_python", [DOC], [ANSWER], "```python\n[geo.distance(city='NYC', km=5)]\n```",
+     False, True),
+    ("plain fence", "simple_python", [DOC], [ANSWER], "```\n[geo.distance(city='NYC', km=5)]\n```", True, True),
+    ("tool_call json", "simple_python", [DOC], [ANSWER],
+     '<tool_call>\n{"name": "geo.distance", "arguments": {"city": "NYC", "km": 5}}\n</tool_call>', False, True),
+    ("set of calls", "simple_python", [DOC], [ANSWER], "{geo.distance(city='NYC', km=5)}", False, False),
+    ("set literal value", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=5, tags={'a', 'b'})]",
+     False, True),
+    ("positional dropped", "simple_python", [DOC], [ANSWER], "[geo.distance('x', city='NYC', km=5)]", True, False),
+    ("unary plus negates", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=+5)]", False, True),
+    ("parallel greedy", "parallel", [PAIR_DOC], [{"f": {"x": [1, 2]}}, {"f": {"x": [1]}}], "[f(x=1), f(x=2)]",
+     False, True),
+    ("parallel greedy, other order", "parallel", [PAIR_DOC], [{"f": {"x": [1, 2]}}, {"f": {"x": [1]}}],
+     "[f(x=2), f(x=1)]", True, True),
+    ("empty list for optional", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=5, tags=[])]",
+     True, False),
+    ("int for float at top level", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=5)]", True, True),
+    ("int for float inside a list", "simple_python", [LIST_DOC], [{"stats.mean": {"values": [[1.0, 2.0]]}}],
+     "[stats.mean(values=[1, 2])]", False, True),
+    ("java string array keeps quotes", "simple_java", [CACHE_DOC],
+     [{"Cache.get": {"keys": [["a", "b"]], "ttl": [""]}}], '[Cache.get(keys="new String[]{\\"a\\", \\"b\\"}")]',
+     False, True),
+    ("java long", "simple_java", [CACHE_DOC], [{"Cache.get": {"keys": [[]], "ttl": [5]}}],
+     "[Cache.get(keys='new String[]{}', ttl='5L')]", True, True),
+    ("js escaped quotes", "simple_javascript", [SAY_DOC], [{"say": {"text": ['say "hi"']}}],
+     '[say(text="say \\"hi\\"")]', False, True),
+    ("irrelevance: fenced call is no call", "irrelevance", [DOC], None,
+     "```python\n[geo.distance(city='NYC', km=5)]\n```", True, False),
+    ("irrelevance: json call is no call", "irrelevance", [DOC], None,
+     '<tool_call>\n{"name": "geo.distance", "arguments": {"city": "NYC"}}\n</tool_call>', True, False),
+    ("irrelevance: a call", "irrelevance", [DOC], None, "[geo.distance(city='NYC')]", False, False),
+    ("relevance: empty call counts", "live_relevance", [DOC], None, "[geo.distance()]", True, True),
+    ("no brackets", "simple_python", [DOC], [ANSWER], "geo.distance(city='NYC', km=5)", True, True),
+    ("leading prose", "simple_python", [DOC], [ANSWER], "Sure: [geo.distance(city='NYC', km=5)]", False, False),
+    ("one call a line", "parallel", [PAIR_DOC], [{"f": {"x": [1]}}, {"f": {"x": [2]}}], "[f(x=1)]\n[f(x=2)]",
+     False, False),
+    ("strings standardised", "simple_python", [DOC], [ANSWER], "[geo.distance(city='new york ny', km=5)]", True, True),
+    ("json true is a name", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=5, exact=true)]",
+     False, False),
+    ("required missing", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC')]", False, False),
+    ("multiple: one call only", "multiple", [DOC, OTHER], [ANSWER],
+     "[geo.distance(city='NYC', km=5), geo.area(city='x')]", False, False),
+]
+
+
+@pytest.mark.parametrize("kind,category,functions,answers,output,official,lenient", OFFICIAL_CASES,
+                         ids=[c[0] for c in OFFICIAL_CASES])
+def test_official_mode_reproduces_bfcl_eval_and_lenient_differs(kind, category, functions, answers, output, official,
+                                                                 lenient):
+  language = {"simple_java": "java", "simple_javascript": "javascript"}.get(category, "python")
+  item = _item(category, answers, functions=functions, language=language)
+  result = OFFICIAL.score(item, output)
+  assert result.correct == official, (kind, result.detail)
+  assert result.detail["mode"] == "official"
+  assert BENCH.score(item, output).correct == lenient, kind
+
+
+def test_official_mode_never_raises_where_bfcl_eval_does():
+  unknown_type = _doc("g", {"x": {"type": "object"}}, ["x"])
+  result = OFFICIAL.score(_item("simple_python", [{"g": {"x": [{}]}}], functions=[unknown_type]), "[g(x={})]")
+  assert not result.correct and "bfcl-eval raises" in result.detail["error"]
+  for output in ("[f(a=10**10**10)]", "[" * 10_000, "[f(a=" + "-" * 5000 + "1)]", "\ud800", "\x00" * 100):
+    assert not OFFICIAL.score(_item("simple_python", [ANSWER]), output).correct
+
+
+def test_official_oracle_passes_every_python_item(items):
+  """The oracle (Python syntax) passes officially everywhere but the unsatisfiable items and Java/JS items whose
+  gold the upstream converters cannot produce (string array elements keep their quotes, HashMap init blocks)."""
+  failed = {}
+  for item in items:
+    result = OFFICIAL.score(item, OFFICIAL.oracle_output(item))
+    if not result.correct:
+      failed[item.id] = (item.gold["language"], result.detail.get("error", ""))
+  others = {k: v for k, v in failed.items() if k not in UNSATISFIABLE}
+  assert all(language != "python" and error.startswith("wrong value") for language, error in others.values()), others
+  assert len(others) < 0.15 * 150
+  with pytest.raises(ValueError, match="unknown BFCL mode"):
+    BfclBenchmark(mode="strict")
+
+
+def test_official_decoder_values():
+  """The prompting decoder's value rules (bfcl_official docstring), each checked against bfcl-eval 2026.3.23."""
+  decoded = bfcl_official.decode("[f(a=x, b=g(1), c=d[0], d=(1,2), e=+3, h=..., i=m.n(k=1), j=2*3)]")
+  assert decoded == [{"f": {"a": "x", "b": "g(1)", "c": "d[0]", "d": (1, 2), "e": -3, "h": "...",
+                            "i": {"m.n": {"k": 1}}, "j": 6}}]
+  assert bfcl_official.decode("f(1, a=1)") == [{"f": {"a": 1}}]  # brackets added, the positional argument dropped
+  for output in ("[f(a=x.y)]", "[f(a={1, 2})]", "[f(a=lambda: 1)]", "[1, f()]", "<think>x</think>[f()]"):
+    with pytest.raises(bfcl_official.DecodeError):
+      bfcl_official.decode(output)
+
+
+def test_official_fixtures_match_bfcl_eval_when_installed():
+  """The fixture verdicts above against bfcl-eval itself, where it is installed: set BFCL_EVAL_REFERENCE to a folder
+  made as in `genenv_jax.scripts.bfcl_agreement`'s docstring (pip install --target); skipped otherwise."""
+  folder = os.environ.get("BFCL_EVAL_REFERENCE")
+  if not folder:
+    pytest.skip("BFCL_EVAL_REFERENCE is not set (a folder with bfcl-eval installed, see scripts/bfcl_agreement.py)")
+  from genenv_jax.scripts.bfcl_agreement import load_reference  # pylint: disable=import-outside-toplevel
+
+  reference = load_reference(folder)
+  for kind, category, functions, answers, output, official, _ in OFFICIAL_CASES:
+    language = {"simple_java": "java", "simple_javascript": "javascript"}.get(category, "python")
+    assert reference(output, _item(category, answers, functions=functions, language=language)) == official, kind
+
+
+def _write_predictions(path, items, output):
+  path.write_text("".join(json.dumps({"id": i.id, "output": output(i)}) + "\n" for i in items))
+
+
+def test_evaluate_bfcl_mode_flag(items, shared_data, tmp_path, capsys):
+  """`evaluate --bfcl-mode`: fenced oracle answers fail officially and pass leniently; the mode is in the record."""
+  from genenv_jax import evaluate  # pylint: disable=import-outside-toplevel
+
+  chosen = [i for i in items if i.split == "simple_python"][:3]
+  predictions = tmp_path / "fenced.jsonl"
+  _write_predictions(predictions, chosen, lambda i: "```python\n" + OFFICIAL.oracle_output(i) + "\n```")
+  accuracy = {}
+  for mode in (None, "official", "lenient"):
+    out = tmp_path / f"{mode}.jsonl"
+    argv = ["--benchmark", "bfcl", "--split", "simple_python", "--limit", "3", "--data-dir", str(shared_data),
+            "--predictions", str(predictions), "--output", str(out), "--quiet"] + (["--bfcl-mode", mode] if mode else [])
+    assert evaluate.main(argv) == 0, capsys.readouterr().err
+    record = json.loads(out.with_suffix(".metrics.json").read_text())
+    assert record["bfcl_mode"] == (mode or "official")
+    accuracy[mode] = record["metrics"]["simple_python/accuracy"]
+  assert accuracy == {None: 0.0, "official": 0.0, "lenient": 1.0}
+  rc = evaluate.main(["--benchmark", "bamboogle", "--agent", "oracle", "--bfcl-mode", "lenient", "--data-dir",
+                      str(shared_data)])
+  assert rc == 2 and "--bfcl-mode is for --benchmark bfcl only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("parse", [bfcl_source.parse_java, bfcl_source.parse_js])
+def test_source_parser_bounds_nesting(parse):
+  """Nesting past bfcl_source.MAX_DEPTH is a syntax error (not a RecursionError); real answers nest far less."""
+  depth = bfcl_source.MAX_DEPTH
+  assert parse("f(a=" + "(" * (depth - 5) + "1" + ")" * (depth - 5) + ")")
+  for text in ("f(a=" + "(" * 5000 + "1" + ")" * 5000 + ")", "{" * (depth + 1) + "}" * (depth + 1),
+               "f(a=" + "- " * 5000 + "1)", "f(a=" + "b=" * 5000 + "1)"):
+    with pytest.raises(bfcl_source.SourceSyntaxError, match="nests deeper"):
+      parse(text)

@@ -9,12 +9,14 @@ Inputs: `adversarial_texts(size)` (about 1 MB each by default): unclosed, nested
 scorers read, a million `<`, NUL bytes, lone surrogates, deeply nested brackets and unary chains (`[[[[...`,
 `- - - - 1`, which make `ast.literal_eval` raise MemoryError or recurse), long quotes, bare call prefixes, and each
 of them inside the formats the parsers look for (code fences, `<tool_call>` blocks, `API-Request:` lines, `Calls:`
-lines); then `random_texts`: short strings drawn from the scorers' syntax pieces, so most reach the deep rules.
+lines); the same again at `--mid-size` (10,000 characters: deep nesting that stays under the parsers' length caps, so
+it reaches the recursive parsers that a 1 MB input skips); then `random_texts`: short strings drawn from the scorers'
+syntax pieces, so most reach the deep rules.
 
 Each call runs under a wall-clock alarm (`--timeout` seconds); a call over it counts as a timeout and the run goes
 on. The report: inputs run, exceptions and timeouts (with the target and the input), and the slowest call.
 
-  PYTHONPATH=$PWD python -m genenv_jax.scripts.fuzz_scorers [--data-dir DIR] [--size 1000000]
+  PYTHONPATH=$PWD python -m genenv_jax.scripts.fuzz_scorers [--data-dir DIR] [--size 1000000] [--mid-size 10000]
       [--random 4000] [--seed 0] [--timeout 10] [--only SUBSTRING]
 Exit status: 0 when no call raised or timed out, 1 otherwise.
 """
@@ -74,6 +76,7 @@ def adversarial_texts(size: int) -> dict[str, str]:
       "nested_list_literal": "[f(a=" + "[" * half + "1" + "]" * half + ")]",
       "unary_literal": "[f(a=" + _repeat("-", half) + "1)]",
       "newlines": _repeat("\n", size),
+      "newlines_then_text": _repeat("\n", size) + "x",
       "long_line": _repeat("x", size),
       "spaces_then_text": _repeat(" ", size) + "x",
       "answer_lines": _repeat("Answer: x\n", size),
@@ -151,8 +154,9 @@ def _family_targets(data_dir: pathlib.Path) -> list[Target]:
   except ImportError:
     pass
   else:
-    families.append((AlfworldTasks(), "Task: put a mug on the desk.\nRoom: You are in a room.\nObservation: You see a "
-                     "desk 1.\nAdmissible: go to desk 1 | look\nAction: go to desk 1"))
+    seed = ("Task: put a mug on the desk.\nRoom: You are in a room.\nObservation: You see a desk 1.\n"
+            "Admissible: go to desk 1 | look\nAction: go to desk 1")
+    families.append((AlfworldTasks(), seed))
   targets: list[Target] = []
   for family, seed in families:
     parsed = family.parse(seed)
@@ -198,6 +202,11 @@ class Report:
   timeouts: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
   slowest: tuple[float, str, str] = (0.0, "", "")
 
+  def merge(self, other: Report) -> Report:
+    """Both reports' counts and failures; the slower of the two slowest calls."""
+    return Report(self.calls + other.calls, self.exceptions + other.exceptions, self.timeouts + other.timeouts,
+                  max(self.slowest, other.slowest))
+
   def summary(self) -> str:
     seconds, target, name = self.slowest
     return (f"{self.calls} calls: {len(self.exceptions)} exceptions, {len(self.timeouts)} timeouts; slowest "
@@ -228,6 +237,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   p.add_argument("--data-dir", default="", help="the benchmark data (default: genenv_jax.data's resolver)")
   p.add_argument("--size", type=int, default=1_000_000, help="characters of each adversarial input")
+  p.add_argument("--mid-size", type=int, default=10_000,
+                 help="the adversarial inputs again at this size (0: not): deep but under the parsers' length caps")
   p.add_argument("--random", type=int, default=4000, help="random short inputs (each runs on every target)")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--timeout", type=float, default=10.0, help="seconds one call may take before it is a timeout")
@@ -237,8 +248,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
-  if args.size < 1 or args.random < 0 or args.timeout <= 0:
-    print("fuzz_scorers: need --size >= 1, --random >= 0 and --timeout > 0", file=sys.stderr)
+  if args.size < 1 or args.mid_size < 0 or args.random < 0 or args.timeout <= 0:
+    print("fuzz_scorers: need --size >= 1, --mid-size >= 0, --random >= 0 and --timeout > 0", file=sys.stderr)
     return 2
   args.data_dir = str(resolve_data_dir(args.data_dir or None))
   if not pathlib.Path(args.data_dir).is_dir():
@@ -247,8 +258,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
   targets = [t for t in make_targets(args.data_dir) if not args.only or args.only in t[0]]
   print(f"{len(targets)} targets", flush=True)
-  big = fuzz(targets, adversarial_texts(args.size).items(), args.timeout)
-  print(f"adversarial ({args.size} chars): {big.summary()}", flush=True)
+  big = Report()
+  for size in (args.size, args.mid_size):
+    if size > 0:
+      report = fuzz(targets, adversarial_texts(size).items(), args.timeout)
+      print(f"adversarial ({size} chars): {report.summary()}", flush=True)
+      big = big.merge(report)
   small = fuzz(targets, random_texts(random.Random(args.seed), args.random), args.timeout)
   print(f"random: {small.summary()}", flush=True)
   for kind, rows in (("exception", big.exceptions + small.exceptions), ("timeout", big.timeouts + small.timeouts)):

@@ -54,7 +54,9 @@ SYSTEM_PROMPT_SEARCH = (
     "for example <answer>Paris</answer>.")
 
 _ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
-_ANSWER_LINE = re.compile(r"^\s*(?:final\s+)?answer\s*[:：]\s*(.*?)\s*$", re.IGNORECASE | re.MULTILINE)
+# `[ \t]*`, not `\s*`, around the line: with MULTILINE, a leading `\s*` would run over every following blank line at
+# each line start (quadratic on a flood of newlines).
+_ANSWER_LINE = re.compile(r"^[ \t]*(?:final\s+)?answer[ \t]*[:：]\s*(.*?)[ \t]*$", re.IGNORECASE | re.MULTILINE)
 
 
 def _clean(text: str) -> str | None:

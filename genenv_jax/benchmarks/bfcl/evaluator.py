@@ -16,10 +16,16 @@ Data (`<data_dir>/bfcl/`, the `bfcl_eval/data` folder of PyPI `bfcl-eval==2026.3
   that BFCL's executable backend injects are not part of these prompts. 3 turns have no gold call (the right reply
   makes none), so an agent that never calls scores 3/734 there.
 
-Output decoding (`decode`): `<think>` spans are removed; text with a `<tool_call>` holds JSON calls (all its blocks;
-calls named "None" are dropped, as in ToolRL's BFCL handler); otherwise the BFCL syntax `[f(a=1), g(b='x')]` is read
-(Python `ast` for Python categories, source-text values for Java/JavaScript, see `bfcl_lang`). Text that decodes to
-nothing is "no call".
+Scoring modes (`mode`): "official" (the default) reproduces the verdicts of BFCL's own checker (bfcl-eval
+2026.3.23: its prompting decoder and `ast_checker`, quirks included, see `bfcl_official`), so a reported number
+means what the leaderboard's does; use it for every BFCL number you report. "lenient" is this project's tolerant
+reading, for training rewards: `<think>` spans are removed; text with a `<tool_call>` holds JSON calls (all its
+blocks; calls named "None" are dropped, as in ToolRL's BFCL handler); otherwise the BFCL syntax `[f(a=1), g(b='x')]`
+is read (Python `ast` for Python categories, source-text values for Java/JavaScript, see `bfcl_lang`), code fences
+and set literals included, and checked by `bfcl_checker` (positional arguments rejected, parallel calls matched one
+to one, int for float also inside lists). Text that decodes to nothing is "no call". multi_turn_long_context has no
+official AST verdict (upstream executes the calls); both modes score it by `bfcl_checker.check_turn` on the lenient
+decoding.
 
 Four live items cannot be passed by any output under BFCL's rules (upstream gold errors, listed in `UNSATISFIABLE`);
 they stay in the set and score 0 for every agent, as upstream, so the oracle scores 100% on all other items.
@@ -40,6 +46,7 @@ import pathlib
 from typing import Any, Mapping, Sequence
 
 from genenv_jax.benchmarks.bfcl import checker as bfcl_checker
+from genenv_jax.benchmarks.bfcl import official as bfcl_official
 from genenv_jax.tasks.benchmark import EvalItem, ItemResult, Message
 from genenv_jax.benchmarks.bfcl.lang import java_source, js_source, parse_source_calls
 from genenv_jax.benchmarks.bfcl.prompts import STYLES, build_messages, render_calls
@@ -174,6 +181,9 @@ class BfclBenchmark:
   def __post_init__(self):
     if self.prompt_style not in STYLES:
       raise ValueError(f"unknown prompt_style {self.prompt_style!r}; expected one of {STYLES}")
+    if self.mode not in MODES:
+      raise ValueError(f"unknown BFCL mode {self.mode!r}; expected one of {MODES} (official: leaderboard-comparable "
+                       "verdicts; lenient: tolerant decoding for training rewards)")
 
   def splits(self) -> Sequence[str]:
     return CATEGORIES
@@ -238,10 +248,14 @@ class BfclBenchmark:
     return items
 
   def score(self, item: EvalItem, output: str) -> ItemResult:
-    """Correct when the decoded calls pass the category's rule; the detail names the first failed rule."""
+    """Correct when the output passes the category's rule in the benchmark's mode; the detail names the failed rule."""
     category, language = item.gold["category"], item.gold["language"]
+    if self.mode == "official" and category not in MULTI_TURN:
+      error = bfcl_official.verdict(output, item.gold["functions"], item.gold.get("answers"), language, category)
+      detail = {"mode": "official", **({"error": error} if error else {})}
+      return ItemResult(item.id, item.split, error is None, 0.0 if error else 1.0, detail)
     calls = decode(output, language)
-    detail: dict[str, Any] = {"n_calls": len(calls)}
+    detail: dict[str, Any] = {"mode": self.mode, "n_calls": len(calls)}
     try:
       if category in IRRELEVANCE:
         error = None if not calls else "made a call where none applies"

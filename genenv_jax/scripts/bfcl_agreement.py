@@ -1,0 +1,325 @@
+"""Agreement of our BFCL verdicts with the official checker's (the bfcl-eval package), on a perturbation set.
+
+For every item of the 13 single-turn BFCL categories, `perturb` writes model-like outputs from the item's gold calls:
+the oracle answer and its variants in format (`<think>` prefix, code fences, `<tool_call>` JSON, a JSON list, no
+brackets, one call a line, leading or trailing prose, spaces around `=`, JSON-spelled values, empty), in arguments
+(positional, dropped, extra, wrong values, int/float swaps, string case and spacing, tuples, set literals, empty
+lists, other allowed values, unary signs, arithmetic) and in calls (reordered, dropped, duplicated, renamed); for Java/JavaScript also quoting variants of the source text. Each (item, output) pair is scored by
+`bfcl_official.verdict` (our official mode), by the lenient mode (`bfcl.decode` + `bfcl_checker`) and by bfcl-eval
+itself: `default_decode_ast_prompting` + `is_function_calling_format_output` + `ast_checker` for AST categories,
+and decode + `is_empty_output` for (ir)relevance, as its per-item evaluation path does. An exception inside bfcl-eval
+counts as "wrong" (upstream the evaluation run stops there).
+
+The reference is bfcl-eval itself, installed into a folder of its own (it is not a dependency of this project; its
+Java/JavaScript decoder needs tree-sitter), and imported from there with --reference:
+  pip install --no-deps --target /tmp/bfcl_ref bfcl-eval==2026.3.23 tree_sitter==0.21.3 tree-sitter-java==0.21.0 \\
+      tree-sitter-javascript==0.21.4 tenacity filelock
+(`bfcl_eval.constants.model_config`, which imports every model handler, is replaced by a stub whose models do not
+rename dotted functions, as the prompting models' configs say.)
+
+  PYTHONPATH=$PWD python -m genenv_jax.scripts.bfcl_agreement --reference /tmp/bfcl_ref [--data-dir DIR]
+      [--limit N] [--categories a,b] [--seed 0] [--show 20] [--output pairs.jsonl]
+Prints the agreement of each mode with the reference, overall, per category and per perturbation kind, and the first
+disagreements of the official mode. Exit status 0 when the official mode agrees on at least --target (0.999).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import pathlib
+import random
+import sys
+import types
+from typing import Any, Callable, Iterator, Sequence
+
+from genenv_jax.data import DataMissingError, require, resolve_data_dir
+from genenv_jax.benchmarks.bfcl import evaluator as bfcl
+from genenv_jax.benchmarks.bfcl import checker as bfcl_checker
+from genenv_jax.benchmarks.bfcl import official as bfcl_official
+from genenv_jax.tasks.benchmark import EvalItem
+from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_json_tool_calls, format_python_calls
+
+CATEGORIES = tuple(c for c in bfcl.CATEGORIES if c not in bfcl.MULTI_TURN)
+INSTALL = ("pip install --no-deps --target DIR bfcl-eval==2026.3.23 tree_sitter==0.21.3 tree-sitter-java==0.21.0 "
+           "tree-sitter-javascript==0.21.4 tenacity filelock, then pass --reference DIR")
+
+
+# ------------------------------------------------------------------------------------------------ reference
+
+
+def load_reference(folder: str | None = None) -> Callable[[str, EvalItem], bool]:
+  """bfcl-eval's per-item verdict as a function (output, item) -> correct, imported from `folder` (appended to
+  sys.path) when given; ImportError naming the install line."""
+  if folder:
+    if not pathlib.Path(folder, "bfcl_eval").is_dir():
+      raise ImportError(f"--reference {folder} holds no bfcl_eval package")
+    sys.path.append(str(pathlib.Path(folder).resolve()))
+  stub = types.ModuleType("bfcl_eval.constants.model_config")
+  stub.MODEL_CONFIG_MAPPING = collections.defaultdict(lambda: types.SimpleNamespace(underscore_to_dot=False))
+  sys.modules.setdefault("bfcl_eval.constants.model_config", stub)
+  try:
+    from bfcl_eval.constants.enums import Language, ReturnFormat
+    from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
+    from bfcl_eval.model_handler.utils import default_decode_ast_prompting
+    from bfcl_eval.utils import is_empty_output, is_function_calling_format_output
+  except ImportError as e:
+    raise ImportError(f"the reference checker is not importable ({e}); install it with: {INSTALL}") from e
+  formats = {"python": (Language.PYTHON, ReturnFormat.PYTHON), "java": (Language.JAVA, ReturnFormat.JAVA),
+             "javascript": (Language.JAVASCRIPT, ReturnFormat.JAVASCRIPT)}
+
+  def verdict(output: str, item: EvalItem) -> bool:
+    category = item.gold["category"]
+    if "relevance" in category:
+      try:
+        decoded = default_decode_ast_prompting(output, ReturnFormat.PYTHON)
+        called = not is_empty_output(decoded)
+      except Exception:  # noqa: BLE001 - a failed decode is "no call" upstream
+        called = False
+      return not called if "irrelevance" in category else called
+    language, return_format = formats[item.gold["language"]]
+    try:
+      decoded = default_decode_ast_prompting(output, return_format)
+    except Exception:  # noqa: BLE001
+      return False
+    if not is_function_calling_format_output(decoded):
+      return False
+    try:
+      result = ast_checker(item.gold["functions"], decoded, item.gold["answers"], language, category, "reference")
+    except Exception:  # noqa: BLE001 - upstream's run would stop; the item is not correct
+      return False
+    return bool(result["valid"])
+
+  return verdict
+
+
+# ------------------------------------------------------------------------------------------------ perturbations
+
+
+def _render(calls: Sequence[ToolCall]) -> str:
+  return format_python_calls(calls)
+
+
+def _with(call: ToolCall, **changes: Any) -> ToolCall:
+  return ToolCall(changes.get("name", call.name), changes.get("arguments", call.arguments),
+                  changes.get("positional", call.positional))
+
+
+def _vary_value(value: Any, rng: random.Random) -> list[tuple[str, Any]]:
+  """(kind, variant) pairs for one argument value."""
+  out: list[tuple[str, Any]] = []
+  if isinstance(value, bool):
+    out.append(("flip_bool", not value))
+  elif isinstance(value, int):
+    out += [("int_as_float", float(value)), ("wrong_number", value + 1)]
+  elif isinstance(value, float):
+    out += [("wrong_number", value + 1.5)]
+    if value.is_integer():
+      out.append(("float_as_int", int(value)))
+  elif isinstance(value, str):
+    out += [("string_case", value.upper()), ("string_spacing", value.replace(" ", "  ") + "."),
+            ("wrong_string", value + "x")]
+    if value:
+      out.append(("string_truncated", value[:-1]))
+  elif isinstance(value, list):
+    out += [("list_as_tuple", tuple(value)), ("empty_list", []), ("list_reversed", value[::-1])]
+    if value and all(isinstance(v, float) and v.is_integer() for v in value):
+      out.append(("list_floats_as_ints", [int(v) for v in value]))
+    if value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+      out.append(("list_ints_as_floats", [float(v) for v in value]))
+    if value:
+      out.append(("list_dropped", value[:-1]))
+  elif isinstance(value, dict) and value:
+    key = next(iter(value))
+    out += [("dict_key_dropped", {k: v for k, v in value.items() if k != key}),
+            ("dict_extra_key", {**value, "extra_key": "x"})]
+    inner = _vary_value(value[key], rng)
+    if inner:
+      kind, variant = rng.choice(inner)
+      out.append((f"dict_{kind}", {**value, key: variant}))
+  return out
+
+
+def _python_variants(calls: list[ToolCall], item: EvalItem, rng: random.Random) -> Iterator[tuple[str, str]]:
+  text = _render(calls)
+  yield "oracle", text
+  yield "think_prefix", "<think>I should call the function.</think>\n" + text
+  yield "fence_python", "```python\n" + text + "\n```"
+  yield "fence_plain", "```\n" + text + "\n```"
+  yield "tool_call_json", format_json_tool_calls(calls)
+  yield "no_brackets", text[1:-1]
+  yield "quoted", "'" + text + "'"
+  yield "trailing_prose", text + "\nThis calls the function."
+  yield "set_literal", "{" + text[1:-1] + "}"
+  yield "tuple_of_calls", "(" + text[1:-1] + ",)"
+  yield "leading_prose", "Sure, here is the call: " + text
+  yield "json_list", json.dumps([{c.name: dict(c.arguments)} for c in calls])
+  yield "newline_separated", "\n".join(format_python_calls([c]) for c in calls)
+  yield "keyword_spaces", text.replace("=", " = ")
+  yield "json_values", "[" + ", ".join(f"{c.name}(" + ", ".join(f"{k}={json.dumps(v)}" for k, v in c.arguments.items())
+                                       + ")" for c in calls) + "]"
+  if calls:
+    first = calls[0]
+    yield "wrong_name", _render([_with(first, name=first.name + "_x")] + calls[1:])
+    yield "extra_param", _render([_with(first, arguments={**first.arguments, "unexpected": 1})] + calls[1:])
+    yield "duplicated_call", _render(calls + [first])
+    if len(calls) > 1:
+      yield "reordered", _render(calls[::-1])
+      yield "dropped_call", _render(calls[:-1])
+    if first.arguments:
+      keys = list(first.arguments)
+      key = rng.choice(keys)
+      rest = {k: v for k, v in first.arguments.items() if k != key}
+      yield "dropped_param", _render([_with(first, arguments=rest)] + calls[1:])
+      yield "positional", _render([_with(first, arguments=rest, positional=(first.arguments[key],))] + calls[1:])
+      for kind, variant in _vary_value(first.arguments[key], rng):
+        yield kind, _render([_with(first, arguments={**first.arguments, key: variant})] + calls[1:])
+      value = first.arguments[key]
+      if isinstance(value, (int, float)) and not isinstance(value, bool):
+        source = _render([_with(first, arguments={**first.arguments, key: "\x00"})] + calls[1:])
+        yield "unary_plus", source.replace("'\\x00'", f"+{abs(value)!r}")
+        yield "arithmetic", source.replace("'\\x00'", f"({value!r} * 1)")
+      if isinstance(value, list) and value:
+        source = _render([_with(first, arguments={**first.arguments, key: "\x00"})] + calls[1:])
+        yield "list_as_set", source.replace("'\\x00'", "{" + ", ".join(repr(v) for v in value) + "}")
+      answers = item.gold.get("answers") or []
+      for answer in answers:
+        allowed = next(iter(answer.values())) if next(iter(answer)) == first.name else {}
+        options = [o for o in allowed.get(key, []) if o != "" and o != value]
+        if options:
+          yield "other_allowed", _render([_with(first, arguments={**first.arguments, key: rng.choice(options)})]
+                                         + calls[1:])
+          break
+        if "" in allowed.get(key, []) and isinstance(value, list):
+          yield "optional_as_empty_list", _render([_with(first, arguments={**first.arguments, key: []})]
+                                                  + calls[1:])
+          break
+
+
+def _source_variants(calls: list[ToolCall], rng: random.Random) -> Iterator[tuple[str, str]]:
+  """Java/JavaScript: the values are source text; vary how it is quoted."""
+  def render(values: Callable[[Any], str]) -> str:
+    return "[" + ", ".join(f"{c.name}(" + ", ".join(f"{k}={values(v)}" for k, v in c.arguments.items()) + ")"
+                           for c in calls) + "]"
+  yield "source_double_quotes", render(lambda v: json.dumps(v) if isinstance(v, str) else repr(v))
+  yield "source_bare", render(lambda v: v if isinstance(v, str) and v else repr(v))
+  yield "source_escaped_quotes", render(lambda v: '"' + str(v).replace('"', '\\"') + '"')
+  yield "source_single_line_call", render(lambda v: repr(v)).strip("[]")
+  if calls and calls[0].arguments:
+    key = rng.choice(list(calls[0].arguments))
+    value = calls[0].arguments[key]
+    if isinstance(value, str) and value.startswith("new ") and "{" in value:
+      yield "source_spaced", render(lambda v: repr(v.replace("{", "{ ").replace("}", " }") if v == value else v))
+
+
+def _irrelevance_calls(item: EvalItem) -> list[ToolCall]:
+  if not item.gold["functions"]:
+    return [ToolCall("lookup", {"query": "x"})]
+  doc = item.gold["functions"][0]
+  required = doc.get("parameters", {}).get("required", [])
+  return [ToolCall(doc["name"], {p: "x" for p in required})]
+
+
+def perturb(item: EvalItem, rng: random.Random) -> list[tuple[str, str]]:
+  """(kind, output) pairs for one item (module docstring)."""
+  category, language = item.gold["category"], item.gold["language"]
+  if category in bfcl.IRRELEVANCE + bfcl.RELEVANCE:
+    calls = _irrelevance_calls(item)
+    pairs = list(_python_variants(calls, item, rng))
+    pairs += [("prose", "I cannot answer this with the given functions."), ("empty", ""), ("empty_list", "[]"),
+              ("empty_call", f"[{calls[0].name}()]")]
+    return pairs
+  calls = bfcl.oracle_calls(item.gold["functions"], item.gold["answers"], language)
+  pairs = list(_python_variants(calls, item, rng))
+  if language != "python":
+    pairs += list(_source_variants(calls, rng))
+  pairs += [("prose", "I cannot answer this with the given functions."), ("empty", "")]
+  return pairs
+
+
+def lenient_correct(output: str, item: EvalItem) -> bool:
+  category, language = item.gold["category"], item.gold["language"]
+  calls = bfcl.decode(output, language)
+  if category in bfcl.IRRELEVANCE:
+    return not calls
+  if category in bfcl.RELEVANCE:
+    return bool(calls)
+  try:
+    return bfcl_checker.check_ast(item.gold["functions"], calls, item.gold["answers"], language, category) is None
+  except (TypeError, ValueError, KeyError, RecursionError):
+    return False
+
+
+def official_correct(output: str, item: EvalItem) -> bool:
+  gold = item.gold
+  return bfcl_official.verdict(output, gold["functions"], gold.get("answers"), gold["language"],
+                               gold["category"]) is None
+
+
+# ------------------------------------------------------------------------------------------------ main
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+  p.add_argument("--data-dir", help="the benchmark data holding bfcl/ (default: genenv_jax.data's resolver)")
+  p.add_argument("--reference", help="a folder with bfcl-eval installed (pip install --target; module docstring)")
+  p.add_argument("--limit", type=int, help="items per category (default: all)")
+  p.add_argument("--categories", default=",".join(CATEGORIES), help="comma-separated BFCL categories")
+  p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--show", type=int, default=20, help="disagreements of the official mode to print")
+  p.add_argument("--target", type=float, default=0.999, help="agreement the official mode must reach (exit 1 below)")
+  p.add_argument("--output", help="write every pair (id, kind, output, verdicts) as JSON lines")
+  return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  args = parse_args(argv)
+  categories = [c for c in args.categories.split(",") if c]
+  unknown = [c for c in categories if c not in CATEGORIES]
+  if unknown:
+    print(f"bfcl_agreement: unknown categories {unknown}; choose from {', '.join(CATEGORIES)}", file=sys.stderr)
+    return 2
+  try:
+    reference = load_reference(args.reference)
+  except ImportError as e:
+    print(f"bfcl_agreement: {e}", file=sys.stderr)
+    return 2
+  rng = random.Random(args.seed)
+  bench = bfcl.BfclBenchmark()
+  counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+  shown = 0
+  try:
+    data_dir = str(require(resolve_data_dir(args.data_dir), ["bfcl"]))
+  except DataMissingError as e:
+    print(f"bfcl_agreement: {e}", file=sys.stderr)
+    return 2
+  with contextlib.ExitStack() as stack:
+    out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else None
+    for category in categories:
+      for item in bench.load_items(data_dir, category, args.limit):
+        for kind, output in perturb(item, rng):
+          ref = reference(output, item)
+          ours, lenient = official_correct(output, item), lenient_correct(output, item)
+          for key in ("all", f"category:{category}", f"kind:{kind}"):
+            counts[key].update(n=1, official=ours == ref, lenient=lenient == ref, reference_correct=ref)
+          if ours != ref and shown < args.show:
+            shown += 1
+            print(f"DISAGREE {item.id} [{kind}] reference={ref} ours={ours}: {output[:300]!r}")
+          if out:
+            out.write(json.dumps({"id": item.id, "kind": kind, "output": output, "reference": ref,
+                                  "official": ours, "lenient": lenient}, ensure_ascii=True) + "\n")
+  for key in sorted(counts, key=lambda k: (k != "all", k)):
+    c = counts[key]
+    print(f"{key:40s} n={c['n']:6d}  official {c['official'] / c['n']:8.4%}  lenient {c['lenient'] / c['n']:8.4%}"
+          f"  (reference correct {c['reference_correct'] / c['n']:.1%})")
+  total = counts["all"]
+  agreement = total["official"] / max(1, total["n"])
+  print(f"official mode agrees with bfcl-eval on {total['official']}/{total['n']} pairs ({agreement:.3%}); "
+        f"lenient mode on {total['lenient']}/{total['n']} ({total['lenient'] / max(1, total['n']):.3%})")
+  return 0 if agreement >= args.target else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -45,11 +45,7 @@ def model_from_config(cfg: ml_collections.ConfigDict, vocab_size: int, mesh: Mes
   """A local HF checkpoint (cfg.hf_path) or a random decoder of the configured shape, placed on the mesh."""
   if cfg.hf_path:
     return load_hf(cfg.hf_path, dtype=cfg.dtype, mesh=mesh, remat=cfg.remat)
-  config = ModelConfig(
-      vocab_size=vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
-      num_layers=cfg.num_layers, num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
-      rope_theta=cfg.rope_theta, tie_word_embeddings=cfg.tie_word_embeddings,
-      max_position_embeddings=cfg.max_position_embeddings, param_dtype=cfg.dtype, dtype=cfg.dtype, remat=cfg.remat)
+  config = model_config_from(cfg, vocab_size)
   graphdef, abstract = abstract_model(config)
   shardings = shd.state_shardings(abstract, mesh)
   state = jax.jit(lambda: nnx.split(Transformer(config, rngs=nnx.Rngs(seed)))[1], out_shardings=shardings)()

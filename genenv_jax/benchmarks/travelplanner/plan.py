@@ -3,7 +3,7 @@
 A plan is a non-empty list of day objects in the format of the benchmark's annotated plans (the gold plans of
 `finetuning_data/std_travelplanner.jsonl`): keys "days", "current_city", "transportation", "breakfast", "attraction",
 "lunch", "dinner", "accommodation", values as in the gold plans ('-' for nothing). `parse_plan` looks, in order, at:
-1. fenced code blocks (```json ... ``` or ``` ... ```), last first;
+1. fenced code blocks (```json ... ``` or ``` ... ```) holding a '[' or '{', last first, at most the last 64;
 2. every '[' in the text, decoding one JSON value from there (`json.JSONDecoder.raw_decode`), first first;
 3. the span from the first '[' to the last ']' as a Python literal (`source_scan.safe_literal_eval`), the format the
    gold plans ship in (single-quoted strings).
@@ -22,6 +22,7 @@ from genenv_jax.benchmarks.parsing.source_scan import safe_literal_eval
 
 _FENCE = re.compile(r"```[ \t]*(?:json|python|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
 _MAX_BRACKET_STARTS = 64
+_MAX_FENCED_BLOCKS = 64  # the last ones: a plan is in the final answer; bounds the work on adversarial text
 
 
 def _as_plan(value: Any) -> list[dict[str, Any]] | None:
@@ -48,7 +49,8 @@ def parse_plan(output: str) -> list[dict[str, Any]] | None:
   """The plan in a model output by the module's rules, or None when no plan can be read."""
   if not isinstance(output, str) or not output.strip():
     return None
-  for block in reversed(_FENCE.findall(output)):
+  blocks = [b for b in _FENCE.findall(output) if "[" in b or "{" in b][-_MAX_FENCED_BLOCKS:]
+  for block in reversed(blocks):
     plan = _as_plan(_decode(block))
     if plan is not None:
       return plan

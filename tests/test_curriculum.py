@@ -131,13 +131,8 @@ def test_kl_cap_scale(kl, skip, scale, sqrt):
   np.testing.assert_allclose(cur.kl_cap_scale(kl, 0.05, "sqrt"), sqrt, rtol=1e-6)
 
 
-def test_apply_kl_cap_and_bad_mode():
-  upd = {"a": jnp.array([2.0, -4.0]), "b": jnp.ones((2, 2), jnp.bfloat16)}
-  out = cur.apply_kl_cap(upd, jnp.array(0.1), 0.05, "scale")  # scale .5
-  np.testing.assert_allclose(out["a"], [1.0, -2.0])
-  assert out["b"].dtype == jnp.bfloat16
-  np.testing.assert_allclose(out["b"].astype(jnp.float32), 0.5)
-  with pytest.raises(ValueError):
+def test_kl_cap_bad_mode():
+  with pytest.raises(ValueError, match="unknown kl cap mode"):
     cur.kl_cap_scale(0.1, 0.05, "clip")
 
 

@@ -22,7 +22,6 @@ Defaults (documented here; the config files carry them):
 
 from __future__ import annotations
 
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -142,7 +141,8 @@ def kl_cap_scale(kl: Array, max_kl: float = DEFAULT_MAX_KL, mode: str = "scale")
   mode "sqrt":  s = min(1, sqrt(max_kl / kl)): KL grows ≈ quadratically in the step size for small steps, so this
                 scaled step lands near max_kl, while "scale" lands near max_kl² / kl (more conservative).
   `kl` is typically the token-mean k3 KL of the env after a candidate update against the env before it, on the
-  update's task tokens (or the KL to the initial env); multiply the update by s with `apply_kl_cap`.
+  update's task tokens (or the KL to the initial env). The step applies θ ← θ_old + s (θ_candidate − θ_old)
+  (`coevolution.step.Coevolution.env_update`).
   """
   kl = jnp.asarray(kl, jnp.float32)
   over = kl > max_kl
@@ -154,12 +154,6 @@ def kl_cap_scale(kl: Array, max_kl: float = DEFAULT_MAX_KL, mode: str = "scale")
   if mode == "sqrt":
     return jnp.where(over, jnp.sqrt(ratio), 1.0)
   raise ValueError(f"unknown kl cap mode {mode!r}; expected 'skip', 'scale' or 'sqrt'")
-
-
-def apply_kl_cap(updates: Any, kl: Array, max_kl: float = DEFAULT_MAX_KL, mode: str = "scale") -> Any:
-  """Multiply every leaf of an update pytree by kl_cap_scale(kl, max_kl, mode)."""
-  s = kl_cap_scale(kl, max_kl, mode)
-  return jax.tree.map(lambda u: (u * s).astype(u.dtype), updates)
 
 
 # -------------------------------------------------------------------------------------------------- RWR loss

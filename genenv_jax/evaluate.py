@@ -3,7 +3,7 @@
   python -m genenv_jax.evaluate --benchmark NAME (--model HF_DIR | --workdir RUN | --agent oracle|null |
                                 --predictions FILE) [--split S] [--limit N] [--output results.jsonl] ...
 
-NAME is one of `genenv_jax.benchmarks.evaluators.BENCHMARKS` (api_bank, bfcl, bamboogle, travelplanner, alfworld).
+NAME is one of `genenv_jax.benchmarks.registry.BENCHMARKS` (api_bank, bfcl, bamboogle, travelplanner, alfworld).
 `--model` loads an HF Llama/Qwen2 directory (tokenizer from the same directory, or `--tokenizer`); `--workdir` the
 agent of a training run at its latest checkpoint, with the run's tokenizer. Generation is our own sampler
 (`genenv_jax.sampling.sampler.generate`), `--batch-size` prompts at a time, greedy unless `--temperature` > 0; see
@@ -38,7 +38,7 @@ from typing import Any, Mapping, Sequence, TextIO
 
 from genenv_jax import data
 from genenv_jax.tasks.benchmark import EvalItem, ItemResult
-from genenv_jax.benchmarks.evaluators import benchmark_names, benchmark_note, make_benchmark
+from genenv_jax.benchmarks.registry import benchmark_names, benchmark_note, make_benchmark
 
 COUNT_SUFFIXES = ("/n", "/correct")
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from genenv_jax import evaluate
-from genenv_jax.benchmarks import evaluators as benchmarks
+from genenv_jax.benchmarks import registry as benchmarks
 
 HAS_ALFWORLD = all(importlib.util.find_spec(m) is not None for m in ("textworld", "alfworld"))
 needs_alfworld = pytest.mark.skipif(not HAS_ALFWORLD, reason="ALFWorld needs pip install -e .[alfworld]")

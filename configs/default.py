@@ -38,11 +38,22 @@ import ml_collections
 
 
 def model_config(hidden: int = 64, layers: int = 2, heads: int = 4, kv_heads: int = 2, mlp: int = 256):
-  return ml_collections.ConfigDict(dict(
-      hf_path="",               # a local HF checkpoint directory; empty = a random model of the shape below
-      hidden_size=hidden, intermediate_size=mlp, num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
-      head_dim=hidden // heads, rope_theta=10000.0, tie_word_embeddings=True, max_position_embeddings=256,
-      dtype="float32", remat=False))
+  return ml_collections.ConfigDict(
+    dict(
+      hf_path="",  # a local HF checkpoint directory; empty = a random model of the shape below
+      hidden_size=hidden,
+      intermediate_size=mlp,
+      num_layers=layers,
+      num_heads=heads,
+      num_kv_heads=kv_heads,
+      head_dim=hidden // heads,
+      rope_theta=10000.0,
+      tie_word_embeddings=True,
+      max_position_embeddings=256,
+      dtype="float32",
+      remat=False,
+    )
+  )
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
@@ -53,33 +64,60 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.eval_every = 25
   c.log_every = 5
   c.max_checkpoints = 2
-  c.mode = "coevolve"             # coevolve | static | grpo
+  c.mode = "coevolve"  # coevolve | static | grpo
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
-  c.distributed = False           # call jax.distributed.initialize (multi-host pods)
-  c.tokenizer = ""                # empty = the shipped arithmetic sentencepiece model
+  c.distributed = False  # call jax.distributed.initialize (multi-host pods)
+  c.tokenizer = ""  # empty = the shipped arithmetic sentencepiece model
 
-  c.domain = ml_collections.ConfigDict(dict(
-      name="arithmetic", verifier="jax", min_operands=3, max_operands=12, max_digits=1, operators="+", bound=999,
-      seed_max_difficulty=0, seed_decay=0.6, num_seeds=4096, num_heldout=320,
-      agent_prompt_len=0, agent_answer_len=0, env_prompt_len=0, env_output_len=0,  # 0 = what the longest task needs
-      success_threshold=0.5))
+  c.domain = ml_collections.ConfigDict(
+    dict(
+      name="arithmetic",
+      verifier="jax",
+      min_operands=3,
+      max_operands=12,
+      max_digits=1,
+      operators="+",
+      bound=999,
+      seed_max_difficulty=0,
+      seed_decay=0.6,
+      num_seeds=4096,
+      num_heldout=320,
+      agent_prompt_len=0,
+      agent_answer_len=0,
+      env_prompt_len=0,
+      env_output_len=0,  # 0 = what the longest task needs
+      success_threshold=0.5,
+    )
+  )
 
   c.agent = ml_collections.ConfigDict()
   c.agent.model = model_config()
-  c.agent.optimizer = ml_collections.ConfigDict(dict(lr=1e-4, weight_decay=0.0, max_grad_norm=1.0, eps=1e-8,
-                                                     warmup_steps=10))
+  c.agent.optimizer = ml_collections.ConfigDict(
+    dict(lr=1e-4, weight_decay=0.0, max_grad_norm=1.0, eps=1e-8, warmup_steps=10)
+  )
   c.agent.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
-  c.agent.logprob_chunk = 512     # response positions per LM-head chunk when scoring log-probs (rl.logprobs)
-  c.agent.grpo = ml_collections.ConfigDict(dict(
-      group_size=10, advantage="grpo", clip_low=0.2, clip_high=0.2, kl_coef=0.05, kl_estimator="k3",
-      entropy_coef=0.0, loss_agg="token-mean", minibatches=1))
+  c.agent.logprob_chunk = 512  # response positions per LM-head chunk when scoring log-probs (rl.logprobs)
+  c.agent.grpo = ml_collections.ConfigDict(
+    dict(
+      group_size=10,
+      advantage="grpo",
+      clip_low=0.2,
+      clip_high=0.2,
+      kl_coef=0.05,
+      kl_estimator="k3",
+      entropy_coef=0.0,
+      loss_agg="token-mean",
+      minibatches=1,
+    )
+  )
 
   c.env = ml_collections.ConfigDict()
   c.env.train = True
-  c.env.objective = "rwr"         # rwr | pg
+  c.env.objective = "rwr"  # rwr | pg
   c.env.model = model_config()
-  c.env.optimizer = ml_collections.ConfigDict(dict(lr=5e-4, weight_decay=0.0, max_grad_norm=1.0, eps=1e-8,
-                                                   warmup_steps=10))
+  c.env.optimizer = ml_collections.ConfigDict(
+    dict(lr=5e-4, weight_decay=0.0, max_grad_norm=1.0, eps=1e-8, warmup_steps=10)
+  )
   c.env.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
   c.env.logprob_chunk = 512
   c.env.num_seeds = 32
@@ -87,11 +125,20 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.env.curriculum = ml_collections.ConfigDict(dict(alpha=0.5, beta=10.0, k_min=0.1, rwr_lambda=1.0))
   c.env.kl_coef = 0.001
   c.env.max_kl = 0.05
-  c.env.kl_cap_mode = "scale"     # skip | scale | sqrt
+  c.env.kl_cap_mode = "scale"  # skip | scale | sqrt
 
-  c.pools = ml_collections.ConfigDict(dict(
-      train_capacity=8192, env_capacity=8192, num_replay=16, replay_mix=(0.5, 0.25, 0.25),
-      env_seed_mix=(0.25, 0.5, 0.25), new_window=1, keep_seeds=True, static_rounds=8))
+  c.pools = ml_collections.ConfigDict(
+    dict(
+      train_capacity=8192,
+      env_capacity=8192,
+      num_replay=16,
+      replay_mix=(0.5, 0.25, 0.25),
+      env_seed_mix=(0.25, 0.5, 0.25),
+      new_window=1,
+      keep_seeds=True,
+      static_rounds=8,
+    )
+  )
 
   c.warm_start = ml_collections.ConfigDict(dict(agent_steps=1000, env_steps=150, batch_size=64, lr=3e-3))
 
@@ -132,5 +179,7 @@ def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
     c.env.num_seeds = 4
     c.env.samples_per_seed = 2
   else:
-    raise ValueError(f"unknown variant {variant!r} of configs/default.py; choose from {', '.join(VARIANTS)} "
-                     "(or none), joined with '+' to compose, e.g. smoke+random")
+    raise ValueError(
+      f"unknown variant {variant!r} of configs/default.py; choose from {', '.join(VARIANTS)} "
+      "(or none), joined with '+' to compose, e.g. smoke+random"
+    )

@@ -38,18 +38,18 @@ TEXT_ENV_OUTPUT = 3584  # a benchmark domain's env prompt holds its instruction 
 
 @dataclasses.dataclass(frozen=True)
 class Slice:
-  mesh: dict          # over the slice's chips (JAX sees one device per chip)
-  minibatches: int    # the agent's GRPO mini-batches: 512 rows / 16 = 32 per mini-batch, one row per chip on 32
-  arch: str           # the model both the agent and the env are (genenv_jax.plan.KNOWN_MODELS)
+  mesh: dict  # over the slice's chips (JAX sees one device per chip)
+  minibatches: int  # the agent's GRPO mini-batches: 512 rows / 16 = 32 per mini-batch, one row per chip on 32
+  arch: str  # the model both the agent and the env are (genenv_jax.plan.KNOWN_MODELS)
 
 
 # Sized with `python -m genenv_jax.plan` (README, Planning). v5p-N has N/2 chips (N counts TensorCores), v6e-N N chips.
 SLICES = {
-    "v5p-64": Slice(dict(data=1, fsdp=32, tensor=1), 16, "qwen2.5-7b"),
-    "v5p-128": Slice(dict(data=1, fsdp=32, tensor=2), 16, "qwen2.5-7b"),
-    "v6e-64": Slice(dict(data=1, fsdp=32, tensor=2), 16, "qwen2.5-7b"),
-    "v5p-8": Slice(dict(data=1, fsdp=4, tensor=1), 16, "qwen2.5-1.5b"),
-    "v6e-8": Slice(dict(data=1, fsdp=8, tensor=1), 16, "qwen2.5-1.5b"),
+  "v5p-64": Slice(dict(data=1, fsdp=32, tensor=1), 16, "qwen2.5-7b"),
+  "v5p-128": Slice(dict(data=1, fsdp=32, tensor=2), 16, "qwen2.5-7b"),
+  "v6e-64": Slice(dict(data=1, fsdp=32, tensor=2), 16, "qwen2.5-7b"),
+  "v5p-8": Slice(dict(data=1, fsdp=4, tensor=1), 16, "qwen2.5-1.5b"),
+  "v6e-8": Slice(dict(data=1, fsdp=8, tensor=1), 16, "qwen2.5-1.5b"),
 }
 
 
@@ -63,9 +63,11 @@ def parse_variant(arg: str) -> tuple[str, str]:
     elif part in tools.LENGTHS and not domain:
       domain = part
     else:
-      raise ValueError(f"unknown or repeated part {part!r} in variant {arg!r} of configs/qwen2_5_7b.py; the variant is "
-                       f"SLICE, DOMAIN or DOMAIN,SLICE with SLICE one of {', '.join(SLICES)} and DOMAIN one of "
-                       f"{', '.join(tools.LENGTHS)}")
+      raise ValueError(
+        f"unknown or repeated part {part!r} in variant {arg!r} of configs/qwen2_5_7b.py; the variant is "
+        f"SLICE, DOMAIN or DOMAIN,SLICE with SLICE one of {', '.join(SLICES)} and DOMAIN one of "
+        f"{', '.join(tools.LENGTHS)}"
+      )
   return domain, slice_name
 
 
@@ -85,20 +87,25 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     model.remat = True
     model.arch = "qwen2.5-7b"  # the shape `genenv_jax.plan` compiles (it never opens hf_path); see plan.KNOWN_MODELS
 
-  c.domain.update(dict(min_operands=2, max_operands=4, max_digits=3, operators="+-*", bound=10**6,
-                      seed_max_difficulty=0, seed_decay=1.0))
+  c.domain.update(
+    dict(
+      min_operands=2, max_operands=4, max_digits=3, operators="+-*", bound=10**6, seed_max_difficulty=0, seed_decay=1.0
+    )
+  )
   c.domain.num_seeds = 2048
   c.domain.num_heldout = 512
 
-  c.agent.optimizer = ml_collections.ConfigDict(dict(lr=1e-6, weight_decay=0.01, max_grad_norm=1.0, eps=1e-8,
-                                                     warmup_steps=10))
+  c.agent.optimizer = ml_collections.ConfigDict(
+    dict(lr=1e-6, weight_decay=0.01, max_grad_norm=1.0, eps=1e-8, warmup_steps=10)
+  )
   c.agent.grpo.group_size = 8
   c.agent.grpo.minibatches = 4
-  c.env.optimizer = ml_collections.ConfigDict(dict(lr=5e-7, weight_decay=0.01, max_grad_norm=1.0, eps=1e-8,
-                                                   warmup_steps=10))
+  c.env.optimizer = ml_collections.ConfigDict(
+    dict(lr=5e-7, weight_decay=0.01, max_grad_norm=1.0, eps=1e-8, warmup_steps=10)
+  )
   c.env.num_seeds = 48
-  c.pools.num_replay = 16        # 48 fresh + 16 replayed = 64 tasks per step, the paper's batch
-  c.warm_start.agent_steps = 0   # instruction-tuned checkpoints need no supervised warm start
+  c.pools.num_replay = 16  # 48 fresh + 16 replayed = 64 tasks per step, the paper's batch
+  c.warm_start.agent_steps = 0  # instruction-tuned checkpoints need no supervised warm start
   c.warm_start.env_steps = 0
   c.slice = ""  # a Cloud TPU slice name (e.g. v5p-64): what `genenv_jax.plan` plans for
   domain, slice_name = parse_variant(arg)
@@ -109,12 +116,21 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     c.agent.grpo.minibatches = sl.minibatches
     for model in (c.agent.model, c.env.model):
       model.arch = sl.arch
-    c.env.num_seeds = 32        # 32 fresh + 32 replayed = 64 tasks: both batches split over the (data, fsdp) shards
+    c.env.num_seeds = 32  # 32 fresh + 32 replayed = 64 tasks: both batches split over the (data, fsdp) shards
     c.pools.num_replay = 32
     c.domain.update(PAPER_LENGTHS)
   if domain:
     spec, threshold = tools.LENGTHS[domain][4:]
-    c.domain = ml_collections.ConfigDict(dict(
-        name=domain, data_dir="", num_seeds=0, num_heldout=64, spec_len=spec, success_threshold=threshold,
-        **{**PAPER_LENGTHS, "env_output_len": TEXT_ENV_OUTPUT}, **tools.FAMILY_DEFAULTS.get(domain, {})))
+    c.domain = ml_collections.ConfigDict(
+      dict(
+        name=domain,
+        data_dir="",
+        num_seeds=0,
+        num_heldout=64,
+        spec_len=spec,
+        success_threshold=threshold,
+        **{**PAPER_LENGTHS, "env_output_len": TEXT_ENV_OUTPUT},
+        **tools.FAMILY_DEFAULTS.get(domain, {}),
+      )
+    )
   return c

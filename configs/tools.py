@@ -17,11 +17,11 @@ from configs.default import get_config as default_config
 # name -> (agent_prompt_len, agent_answer_len, env_prompt_len, env_output_len, spec_len, success_threshold);
 # env_prompt_len = the env instruction's tokens (about 200-300 here) + env_output_len, rounded up
 LENGTHS = {
-    "api_bank": (640, 128, 800, 512, 256, 1.0),
-    "bfcl": (2560, 192, 1856, 1536, 1024, 1.0),
-    "bamboogle": (192, 32, 320, 96, 128, 0.5),
-    "travelplanner": (3072, 1024, 512, 256, 384, 1.0),
-    "alfworld": (1920, 64, 1856, 1536, 128, 1.0),
+  "api_bank": (640, 128, 800, 512, 256, 1.0),
+  "bfcl": (2560, 192, 1856, 1536, 1024, 1.0),
+  "bamboogle": (192, 32, 320, 96, 128, 0.5),
+  "travelplanner": (3072, 1024, 512, 256, 384, 1.0),
+  "alfworld": (1920, 64, 1856, 1536, 128, 1.0),
 }
 FAMILY_DEFAULTS = {"travelplanner": {"num_candidates": 400}, "alfworld": {"num_games": 8, "cache_dir": ""}}
 
@@ -33,10 +33,21 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   prompt, answer, env_prompt, env_output, spec, threshold = LENGTHS[name]
   c = default_config("smoke")
   c.tokenizer = ""
-  c.domain = ml_collections.ConfigDict(dict(
-      name=name, data_dir="", num_seeds=64, num_heldout=8, agent_prompt_len=prompt, agent_answer_len=answer,
-      env_prompt_len=env_prompt, env_output_len=env_output, spec_len=spec, success_threshold=threshold,
-      **FAMILY_DEFAULTS.get(name, {})))
+  c.domain = ml_collections.ConfigDict(
+    dict(
+      name=name,
+      data_dir="",
+      num_seeds=64,
+      num_heldout=8,
+      agent_prompt_len=prompt,
+      agent_answer_len=answer,
+      env_prompt_len=env_prompt,
+      env_output_len=env_output,
+      spec_len=spec,
+      success_threshold=threshold,
+      **FAMILY_DEFAULTS.get(name, {}),
+    )
+  )
   positions = max(prompt + answer, env_prompt + env_output)
   for model in (c.agent.model, c.env.model):
     model.hidden_size, model.intermediate_size, model.num_layers = 64, 128, 2

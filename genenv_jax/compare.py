@@ -28,8 +28,11 @@ from absl import app, flags
 from genenv_jax.reporting import stats
 from genenv_jax.reporting.summary_report import phenomena
 
-TRAJECTORIES = {"p_hat_mean": "mean p̂ on generated tasks", "difficulty_mean": "generated-task difficulty",
-                "band_frac": "fraction of tasks in the α band"}
+TRAJECTORIES = {
+  "p_hat_mean": "mean p̂ on generated tasks",
+  "difficulty_mean": "generated-task difficulty",
+  "band_frac": "fraction of tasks in the α band",
+}
 
 
 def load_runs(workdir: str) -> dict[str, dict[int, dict[str, Any]]]:
@@ -60,8 +63,11 @@ def trajectory(summaries: Sequence[dict[str, Any]], key: str) -> dict[str, list[
   per = [{int(r["step"]): float(r[key]) for r in s.get("steps", []) if key in r} for s in summaries]
   steps = sorted(set.intersection(*(set(p) for p in per))) if per else []
   vals = np.array([[p[t] for t in steps] for p in per]) if steps else np.zeros((0, 0))
-  return {"steps": steps, "mean": vals.mean(0).tolist() if steps else [],
-          "std": vals.std(0, ddof=1).tolist() if steps and len(per) > 1 else [0.0] * len(steps)}
+  return {
+    "steps": steps,
+    "mean": vals.mean(0).tolist() if steps else [],
+    "std": vals.std(0, ddof=1).tolist() if steps and len(per) > 1 else [0.0] * len(steps),
+  }
 
 
 def variant_figures(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -74,10 +80,11 @@ def variant_figures(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     accs = [[float(e["accuracy"]) for e in ev] for ev in evals]
     out["final_accuracy"] = _ms([a[-1] for a in accs])
     out["first_accuracy"] = _ms([a[0] for a in accs])
-    out["later_half_accuracy"] = _ms([float(np.mean(a[len(a) // 2:])) for a in accs])
+    out["later_half_accuracy"] = _ms([float(np.mean(a[len(a) // 2 :])) for a in accs])
     levels = sorted({d for ev in evals for d in ev[-1].get("by_difficulty", {})}, key=lambda d: int(d))
     out["final_accuracy_by_difficulty"] = {
-        d: _ms([ev[-1]["by_difficulty"][d] for ev in evals if d in ev[-1].get("by_difficulty", {})]) for d in levels}
+      d: _ms([ev[-1]["by_difficulty"][d] for ev in evals if d in ev[-1].get("by_difficulty", {})]) for d in levels
+    }
   ph = [phenomena(r) for r in runs]
   if all("a_p_hat_into_band" in p for p in ph):
     out["late_in_band_frac"] = _ms([p["a_p_hat_into_band"]["late_in_band_frac"] for p in ph])
@@ -107,9 +114,15 @@ def paired_gaps(runs: dict[str, dict[int, dict[str, Any]]], baseline: str, n_boo
     per_seed = [float(np.mean(x) - np.mean(y)) for x, y in zip(a, b)]
     spread = stats.mean_std(per_seed)[1]
     shown = d["mean"] > 0 and (d["lo"] > 0 or (len(seeds) > 1 and d["mean"] > spread))
-    out[other] = {"seeds": seeds, "mean": d["mean"], "ci95": [d["lo"], d["hi"]], "per_seed": per_seed,
-                  "seed_std": spread, "verdict": "shown" if shown else "not shown",
-                  "test": "paired bootstrap 95% CI over seeds and items excludes 0, or mean gap > seed std"}
+    out[other] = {
+      "seeds": seeds,
+      "mean": d["mean"],
+      "ci95": [d["lo"], d["hi"]],
+      "per_seed": per_seed,
+      "seed_std": spread,
+      "verdict": "shown" if shown else "not shown",
+      "test": "paired bootstrap 95% CI over seeds and items excludes 0, or mean gap > seed std",
+    }
   return out
 
 
@@ -119,21 +132,34 @@ def _fmt(ms: dict[str, float] | None, digits: int = 3) -> str:
 
 def markdown(report: dict[str, Any]) -> str:
   """report.md: the variant table, the paired gaps, and links to the plots."""
-  lines = [f"# Sweep report: {report['workdir']}", "",
-           "Mean ± sample std over seeds. Later half = mean of the later half of the held-out evaluations.", "",
-           "| variant | seeds | first acc | final acc | later-half acc | p̂ in band (later half) | (a) shown on |",
-           "|---|---|---|---|---|---|---|"]
+  lines = [
+    f"# Sweep report: {report['workdir']}",
+    "",
+    "Mean ± sample std over seeds. Later half = mean of the later half of the held-out evaluations.",
+    "",
+    "| variant | seeds | first acc | final acc | later-half acc | p̂ in band (later half) | (a) shown on |",
+    "|---|---|---|---|---|---|---|",
+  ]
   for v, f in report["variants"].items():
     shown = f"{f['p_hat_in_band_shown_seeds']}/{len(f['seeds'])} seeds" if "p_hat_in_band_shown_seeds" in f else "–"
-    lines.append(f"| {v} | {','.join(map(str, f['seeds']))} | {_fmt(f.get('first_accuracy'))} | "
-                 f"{_fmt(f.get('final_accuracy'))} | {_fmt(f.get('later_half_accuracy'))} | "
-                 f"{_fmt(f.get('late_in_band_frac'), 2)} | {shown} |")
-  lines += ["", f"## {report['baseline']} minus each ablation (final held-out accuracy)", "",
-            "| ablation | seeds | gap | 95% CI | seed std | verdict |", "|---|---|---|---|---|---|"]
+    lines.append(
+      f"| {v} | {','.join(map(str, f['seeds']))} | {_fmt(f.get('first_accuracy'))} | "
+      f"{_fmt(f.get('final_accuracy'))} | {_fmt(f.get('later_half_accuracy'))} | "
+      f"{_fmt(f.get('late_in_band_frac'), 2)} | {shown} |"
+    )
+  lines += [
+    "",
+    f"## {report['baseline']} minus each ablation (final held-out accuracy)",
+    "",
+    "| ablation | seeds | gap | 95% CI | seed std | verdict |",
+    "|---|---|---|---|---|---|",
+  ]
   for v, g in report["gaps"].items():
     if "mean" in g:
-      lines.append(f"| {v} | {len(g['seeds'])} | {g['mean']:+.3f} | [{g['ci95'][0]:+.3f}, {g['ci95'][1]:+.3f}] | "
-                   f"{g['seed_std']:.3f} | {g['verdict']} |")
+      lines.append(
+        f"| {v} | {len(g['seeds'])} | {g['mean']:+.3f} | [{g['ci95'][0]:+.3f}, {g['ci95'][1]:+.3f}] | "
+        f"{g['seed_std']:.3f} | {g['verdict']} |"
+      )
     else:
       lines.append(f"| {v} | {len(g['seeds'])} | – | – | – | {g['verdict']} ({g['test']}) |")
   lines += ["", f"Test: {next(iter(report['gaps'].values()), {}).get('test', '')}", ""]
@@ -144,8 +170,10 @@ def markdown(report: dict[str, Any]) -> str:
 def plot(report: dict[str, Any], workdir: str) -> dict[str, str]:
   """PNG plots (trajectories and per-level accuracy), mean over seeds with a ±std band; returns {name: path}."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   paths = {}
   for key, title in TRAJECTORIES.items():
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -165,8 +193,14 @@ def plot(report: dict[str, Any], workdir: str) -> dict[str, str]:
   for v, f in report["variants"].items():
     lv = f.get("final_accuracy_by_difficulty", {})
     if lv:
-      ax.errorbar([int(d) for d in lv], [x["mean"] for x in lv.values()], yerr=[x["std"] for x in lv.values()],
-                  label=v, marker="o", capsize=2)
+      ax.errorbar(
+        [int(d) for d in lv],
+        [x["mean"] for x in lv.values()],
+        yerr=[x["std"] for x in lv.values()],
+        label=v,
+        marker="o",
+        capsize=2,
+      )
   ax.set(title="final held-out accuracy per difficulty level", xlabel="difficulty", ylabel="accuracy")
   ax.legend(fontsize=8)
   paths["accuracy_by_difficulty"] = os.path.join(workdir, "report_accuracy_by_difficulty.png")
@@ -181,9 +215,12 @@ def build_report(workdir: str, baseline: str | None = None, n_boot: int = 2000) 
   variant in name order."""
   runs = load_runs(workdir)
   baseline = baseline or ("coevolve" if "coevolve" in runs else min(runs))
-  return {"workdir": workdir, "baseline": baseline,
-          "variants": {v: variant_figures(by_seed) for v, by_seed in runs.items()},
-          "gaps": paired_gaps(runs, baseline, n_boot) if len(runs) > 1 else {}}
+  return {
+    "workdir": workdir,
+    "baseline": baseline,
+    "variants": {v: variant_figures(by_seed) for v, by_seed in runs.items()},
+    "gaps": paired_gaps(runs, baseline, n_boot) if len(runs) > 1 else {},
+  }
 
 
 def write_report(workdir: str, baseline: str | None = None, n_boot: int = 2000, plots: bool = True) -> str:
@@ -203,8 +240,12 @@ def _define_flags() -> None:
   """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
   another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
   global _BASELINE
-  _BASELINE = flags.DEFINE_string("baseline", None, "the variant compared against every other (GenEnv); default "
-                                  "coevolve if it ran, else the first variant in name order")
+  _BASELINE = flags.DEFINE_string(
+    "baseline",
+    None,
+    "the variant compared against every other (GenEnv); default "
+    "coevolve if it ran, else the first variant in name order",
+  )
 
 
 def main(argv) -> None:

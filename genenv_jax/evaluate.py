@@ -7,8 +7,8 @@ NAME is one of `genenv_jax.benchmarks.registry.BENCHMARKS` (api_bank, bfcl, bamb
 `--model` loads an HF Llama/Qwen2 directory (tokenizer from the same directory, or `--tokenizer`); `--workdir` the
 agent of a training run at its latest checkpoint, with the run's tokenizer. Generation is our own sampler
 (`genenv_jax.sampling.sampler.generate`), `--batch-size` prompts at a time, greedy unless `--temperature` > 0; see
-`genenv_jax.evaluation.agents` for the prompt pipeline and for `--max-prompt-tokens` / `--overlong` (default: cut overlong
-prompts from the left, and report how many were cut).
+`genenv_jax.evaluation.agents` for the prompt pipeline and for `--max-prompt-tokens` / `--overlong` (default: cut
+overlong prompts from the left, and report how many were cut).
 
 `--limit N` is passed to the benchmark's `load_items`: api_bank and bfcl apply it per split (level / category) when no
 `--split` is given, the others to the whole list. `--predictions FILE` scores outputs made elsewhere: JSON lines
@@ -37,21 +37,28 @@ import time
 from typing import Any, Mapping, Sequence, TextIO
 
 from genenv_jax import data
-from genenv_jax.tasks.benchmark import EvalItem, ItemResult
 from genenv_jax.benchmarks.registry import benchmark_names, benchmark_note, make_benchmark
+from genenv_jax.tasks.benchmark import EvalItem, ItemResult
 
 COUNT_SUFFIXES = ("/n", "/correct")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   head, _, rest = __doc__.partition("\n\n")
-  p = argparse.ArgumentParser(prog="python -m genenv_jax.evaluate", description=head, epilog=rest,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = argparse.ArgumentParser(
+    prog="python -m genenv_jax.evaluate",
+    description=head,
+    epilog=rest,
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
   p.add_argument("--benchmark", required=True, help=f"one of: {', '.join(benchmark_names())}")
   p.add_argument("--split", help="a split of the benchmark (BFCL: a category such as live_multiple); default all")
   p.add_argument("--limit", type=int, help="items per split (api_bank, bfcl) or in all (see the module docstring)")
-  p.add_argument("--data-dir", help=f"benchmark data (default: ${data.ENV_VAR}, else {data.default_data_dir()}); "
-                 "fill it with: python -m genenv_jax.data fetch NAME")
+  p.add_argument(
+    "--data-dir",
+    help=f"benchmark data (default: ${data.ENV_VAR}, else {data.default_data_dir()}); "
+    "fill it with: python -m genenv_jax.data fetch NAME",
+  )
   source = p.add_argument_group("what answers (exactly one)")
   source.add_argument("--model", help="an HF model directory (config.json + safetensors)")
   source.add_argument("--workdir", help="a training run's workdir (summary.json + checkpoints/)")
@@ -68,16 +75,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   m.add_argument("--top-p", type=float, default=1.0)
   m.add_argument("--seed", type=int, default=0)
   m.add_argument("--max-prompt-tokens", type=int, help="default: the model's context length - max new tokens")
-  m.add_argument("--overlong", default="truncate", choices=("truncate", "skip"),
-                 help="a longer prompt: keep its last tokens (truncate), or score it as the empty output (skip)")
+  m.add_argument(
+    "--overlong",
+    default="truncate",
+    choices=("truncate", "skip"),
+    help="a longer prompt: keep its last tokens (truncate), or score it as the empty output (skip)",
+  )
   a = p.add_argument_group("ALFWorld")
   a.add_argument("--episodes", action="store_true", help="play whole games (success rate) instead of steps")
   a.add_argument("--max-steps", type=int, default=50, help="actions per episode with --episodes")
   a.add_argument("--cache-dir", help="walkthrough replay cache (default: alfworld_steps.default_cache_dir())")
   p.add_argument_group("BFCL").add_argument(
-      "--bfcl-mode", choices=("official", "lenient"),
-      help="official (default): bfcl-eval's verdicts, comparable with the leaderboard; lenient: tolerant decoding "
-      "(think spans, fences, JSON calls), the training reward's")
+    "--bfcl-mode",
+    choices=("official", "lenient"),
+    help="official (default): bfcl-eval's verdicts, comparable with the leaderboard; lenient: tolerant decoding "
+    "(think spans, fences, JSON calls), the training reward's",
+  )
   o = p.add_argument_group("output")
   o.add_argument("--output", help="per-item results, JSON lines")
   o.add_argument("--metrics-output", help="metrics JSON (default: next to --output)")
@@ -115,13 +128,15 @@ def match_predictions(items: Sequence[EvalItem], outputs: Mapping[str, str], sou
   ids = {item.id for item in items}
   unknown = [k for k in outputs if k not in ids]
   if unknown:
-    raise ValueError(f"{len(unknown)} id(s) in {source} are not among the {len(items)} loaded items, e.g. "
-                     f"{unknown[:5]}; pass the --benchmark, --split and --limit the predictions were made for")
+    raise ValueError(
+      f"{len(unknown)} id(s) in {source} are not among the {len(items)} loaded items, e.g. "
+      f"{unknown[:5]}; pass the --benchmark, --split and --limit the predictions were made for"
+    )
   return [outputs.get(item.id, "") for item in items], sum(1 for item in items if item.id not in outputs)
 
 
 def parse_mesh(text: str) -> dict[str, int]:
-  """"data=1,fsdp=-1,tensor=1" -> {"data": 1, "fsdp": -1, "tensor": 1}."""
+  """ "data=1,fsdp=-1,tensor=1" -> {"data": 1, "fsdp": -1, "tensor": 1}."""
   try:
     return {k.strip(): int(v) for k, v in (part.split("=") for part in text.split(",") if part.strip())}
   except ValueError:
@@ -135,8 +150,15 @@ def make_agent(args: argparse.Namespace, benchmark: Any) -> tuple[Any, dict[str,
   if args.agent:
     return agents.reference_agent(args.agent, benchmark), {"agent": args.agent}
   settings = agents.GenerationSettings(
-      max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-      batch_size=args.batch_size, max_prompt_tokens=args.max_prompt_tokens, overlong=args.overlong, seed=args.seed)
+    max_new_tokens=args.max_new_tokens,
+    temperature=args.temperature,
+    top_k=args.top_k,
+    top_p=args.top_p,
+    batch_size=args.batch_size,
+    max_prompt_tokens=args.max_prompt_tokens,
+    overlong=args.overlong,
+    seed=args.seed,
+  )
   if args.workdir:
     model, tokenizer, step = agents.load_workdir(args.workdir)
     about = {"agent": "model", "workdir": str(args.workdir), "checkpoint_step": step}
@@ -145,6 +167,7 @@ def make_agent(args: argparse.Namespace, benchmark: Any) -> tuple[Any, dict[str,
     mesh = None
     if args.mesh:
       from genenv_jax.parallel.sharding import make_mesh  # pylint: disable=import-outside-toplevel
+
       mesh = make_mesh(parse_mesh(args.mesh))
     model = agents.load_model(args.model, dtype=args.dtype, mesh=mesh)
     about = {"agent": "model", "model": str(args.model)}
@@ -177,18 +200,23 @@ class Progress:
     elapsed = now - self.start
     rate = done / elapsed if elapsed > 0 else float("inf")
     eta = (self.total - done) / rate if 0 < rate < float("inf") else 0.0
-    print(f"[{self.name}] {done}/{self.total} items ({100.0 * done / max(self.total, 1):.0f}%) | {rate:.2f} items/s | "
-          f"elapsed {format_duration(elapsed)} | ETA {format_duration(eta)} | accuracy "
-          f"{correct / max(done, 1):.3f}", file=self.stream, flush=True)
+    print(
+      f"[{self.name}] {done}/{self.total} items ({100.0 * done / max(self.total, 1):.0f}%) | {rate:.2f} items/s | "
+      f"elapsed {format_duration(elapsed)} | ETA {format_duration(eta)} | accuracy "
+      f"{correct / max(done, 1):.3f}",
+      file=self.stream,
+      flush=True,
+    )
 
 
-def run_items(benchmark: Any, items: Sequence[EvalItem], respond, batch_size: int,
-              progress: Progress) -> tuple[list[ItemResult], list[Any]]:
+def run_items(
+  benchmark: Any, items: Sequence[EvalItem], respond, batch_size: int, progress: Progress
+) -> tuple[list[ItemResult], list[Any]]:
   """Replies to and scores the items `batch_size` at a time; returns the results and the replies."""
   results: list[ItemResult] = []
   replies: list[Any] = []
   for start in range(0, len(items), batch_size):
-    chunk = items[start:start + batch_size]
+    chunk = items[start : start + batch_size]
     got = respond(chunk)
     if len(got) != len(chunk):
       raise ValueError(f"the agent returned {len(got)} replies for {len(chunk)} items")
@@ -199,15 +227,16 @@ def run_items(benchmark: Any, items: Sequence[EvalItem], respond, batch_size: in
   return results, replies
 
 
-def run_episodes_mode(args: argparse.Namespace, data_dir: pathlib.Path, stream: TextIO | None
-                      ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
+def run_episodes_mode(
+  args: argparse.Namespace, data_dir: pathlib.Path, stream: TextIO | None
+) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
   """ALFWorld whole games: rows (id, split, correct = won, score, detail), the report summary, agent info."""
   from genenv_jax.benchmarks.alfworld import evaluator as alfworld  # pylint: disable=import-outside-toplevel
 
   if args.predictions:
     raise ValueError("--predictions cannot be scored with --episodes: episodes need a live agent")
   split = alfworld.check_split(args.split or "valid_unseen")
-  games = alfworld.list_games(data_dir, split)[:args.limit]
+  games = alfworld.list_games(data_dir, split)[: args.limit]
   if args.agent == "oracle":  # one game per run: the walkthrough oracle cannot tell apart twin games of a task
     runs = [(alfworld.walkthrough_policy([g], args.cache_dir), [g]) for g in games]
     about: dict[str, Any] = {"agent": "oracle"}
@@ -224,15 +253,27 @@ def run_episodes_mode(args: argparse.Namespace, data_dir: pathlib.Path, stream: 
       if stream is not None:
         print(f"[alfworld episodes] turn {turn[0]}: {len(batch)} game(s) playing", file=stream, flush=True)
       return policy(batch)
+
     return play
 
   started = time.monotonic()
-  played = [e for policy, chunk in runs for e in alfworld.run_episodes(
-      logged(policy), chunk, max_steps=args.max_steps, batch_size=args.batch_size).episodes]
+  played = [
+    e
+    for policy, chunk in runs
+    for e in alfworld.run_episodes(logged(policy), chunk, max_steps=args.max_steps, batch_size=args.batch_size).episodes
+  ]
   episodes = alfworld.EpisodeReport(tuple(played), args.max_steps, time.monotonic() - started)
-  rows = [{"id": f"{split}/{e.game}", "split": split, "correct": bool(e.won), "score": float(e.won),
-           "detail": {"steps": e.steps, "task_type": e.task_type}, "output": "\n".join(e.actions)}
-          for e in episodes.episodes]
+  rows = [
+    {
+      "id": f"{split}/{e.game}",
+      "split": split,
+      "correct": bool(e.won),
+      "score": float(e.won),
+      "detail": {"steps": e.steps, "task_type": e.task_type},
+      "output": "\n".join(e.actions),
+    }
+    for e in episodes.episodes
+  ]
   return rows, episodes.summary(), {**about, "episodes": True, "max_steps": args.max_steps}
 
 
@@ -260,8 +301,10 @@ def check_args(args: argparse.Namespace) -> None:
   """Flag combinations that are wrong before anything is loaded; ValueError naming the flag."""
   sources = [f for f in ("model", "workdir", "agent", "predictions") if getattr(args, f)]
   if len(sources) != 1:
-    raise ValueError("pass exactly one of --model, --workdir, --agent or --predictions"
-                     + (f" (got {', '.join('--' + s for s in sources)})" if sources else ""))
+    raise ValueError(
+      "pass exactly one of --model, --workdir, --agent or --predictions"
+      + (f" (got {', '.join('--' + s for s in sources)})" if sources else "")
+    )
   if args.agent and args.agent not in ("oracle", "null"):
     raise ValueError(f"unknown --agent {args.agent!r}; choose oracle or null")
   if args.limit is not None and args.limit < 0:
@@ -275,8 +318,9 @@ def check_args(args: argparse.Namespace) -> None:
     raise ValueError(f"--bfcl-mode is for --benchmark bfcl only, not {args.benchmark!r}")
 
 
-def run_items_mode(args: argparse.Namespace, benchmark: Any, data_dir: pathlib.Path, stream: TextIO | None
-                   ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
+def run_items_mode(
+  args: argparse.Namespace, benchmark: Any, data_dir: pathlib.Path, stream: TextIO | None
+) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
   """Items of the benchmark answered by the agent (or read from --predictions) and scored: rows, metrics, info."""
   items = benchmark.load_items(str(data_dir), args.split, args.limit)
   progress = Progress(args.benchmark, len(items), stream)
@@ -285,8 +329,9 @@ def run_items_mode(args: argparse.Namespace, benchmark: Any, data_dir: pathlib.P
 
     outputs, missing = match_predictions(items, read_predictions(args.predictions), args.predictions)
     texts = iter(outputs)
-    results, replies = run_items(benchmark, items, lambda chunk: [Reply(next(texts)) for _ in chunk],
-                                 args.batch_size, progress)
+    results, replies = run_items(
+      benchmark, items, lambda chunk: [Reply(next(texts)) for _ in chunk], args.batch_size, progress
+    )
     about = {"agent": "predictions", "predictions": str(args.predictions), "missing_predictions": missing}
   else:
     agent, about = make_agent(args, benchmark)
@@ -301,15 +346,19 @@ def run_items_mode(args: argparse.Namespace, benchmark: Any, data_dir: pathlib.P
   return rows, benchmark.aggregate(results), about
 
 
-def report(args: argparse.Namespace, record: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
-           stdout: TextIO) -> None:
+def report(
+  args: argparse.Namespace, record: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], stdout: TextIO
+) -> None:
   """Prints the metrics table, the counts and the note; writes --output and the metrics JSON."""
-  print(f"{args.benchmark}{' (episodes)' if args.episodes else ''}: {len(rows)} items, agent {record['agent']}",
-        file=stdout)
+  print(
+    f"{args.benchmark}{' (episodes)' if args.episodes else ''}: {len(rows)} items, agent {record['agent']}", file=stdout
+  )
   print(format_table(record["metrics"]), file=stdout)
-  for key, label in (("prompts_truncated", "prompts cut from the left to fit"),
-                     ("prompts_skipped", "overlong prompts skipped (scored as empty)"),
-                     ("missing_predictions", "items without a prediction (scored as empty)")):
+  for key, label in (
+    ("prompts_truncated", "prompts cut from the left to fit"),
+    ("prompts_skipped", "overlong prompts skipped (scored as empty)"),
+    ("missing_predictions", "items without a prediction (scored as empty)"),
+  ):
     if record.get(key):
       print(f"{label}: {record[key]}", file=stdout)
   if record.get("note"):
@@ -317,8 +366,9 @@ def report(args: argparse.Namespace, record: Mapping[str, Any], rows: Sequence[M
   if args.output:
     write_jsonl(pathlib.Path(args.output), rows)
     print(f"per-item results: {args.output}", file=stdout)
-  metrics_path = args.metrics_output or (pathlib.Path(args.output).with_suffix(".metrics.json") if args.output
-                                         else None)
+  metrics_path = args.metrics_output or (
+    pathlib.Path(args.output).with_suffix(".metrics.json") if args.output else None
+  )
   if metrics_path:
     path = pathlib.Path(metrics_path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -341,9 +391,18 @@ def evaluate(args: argparse.Namespace, stdout: TextIO, stderr: TextIO | None) ->
   else:
     rows, metrics, about = run_items_mode(args, benchmark, data_dir, stream)
     note = benchmark_note(args.benchmark)
-  record = {"benchmark": args.benchmark, "split": args.split, "limit": args.limit, "data_dir": str(data_dir),
-            **({"bfcl_mode": benchmark.mode} if args.benchmark == "bfcl" else {}), **about, "n_items": len(rows),
-            "seconds": round(time.monotonic() - started, 3), "metrics": metrics, "note": note}
+  record = {
+    "benchmark": args.benchmark,
+    "split": args.split,
+    "limit": args.limit,
+    "data_dir": str(data_dir),
+    **({"bfcl_mode": benchmark.mode} if args.benchmark == "bfcl" else {}),
+    **about,
+    "n_items": len(rows),
+    "seconds": round(time.monotonic() - started, 3),
+    "metrics": metrics,
+    "note": note,
+  }
   report(args, record, rows, stdout)
   return record
 

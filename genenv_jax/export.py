@@ -13,8 +13,16 @@ import shutil
 import sys
 from typing import Sequence
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
-                   "vocab.json", "merges.txt", "tokenizer.model", "chat_template.jinja")
+TOKENIZER_FILES = (
+  "tokenizer.json",
+  "tokenizer_config.json",
+  "special_tokens_map.json",
+  "generation_config.json",
+  "vocab.json",
+  "merges.txt",
+  "tokenizer.model",
+  "chat_template.jinja",
+)
 
 
 def copy_tokenizer(source: pathlib.Path, out: pathlib.Path) -> list[str]:
@@ -36,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   args = parser.parse_args(argv)
   from genenv_jax.evaluation.agents import load_workdir  # pylint: disable=import-outside-toplevel
   from genenv_jax.models.hf import save_hf  # pylint: disable=import-outside-toplevel
+
   try:
     model, tokenizer, step = load_workdir(args.workdir, which=args.model)
   except (FileNotFoundError, ValueError) as e:

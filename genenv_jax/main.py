@@ -16,20 +16,29 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+
 def _define_flags() -> None:
   """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
   another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
   global _CONFIG, _WORKDIR
-  _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (get_config(arg) style), e.g. "
-                                            "configs/default.py or configs/default.py:smoke.", lock_config=True)
-  _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints, TensorBoard events and summary.json "
-                                 "(a restart with the same workdir resumes).")
+  _CONFIG = config_flags.DEFINE_config_file(
+    "config",
+    None,
+    "Config file (get_config(arg) style), e.g. configs/default.py or configs/default.py:smoke.",
+    lock_config=True,
+  )
+  _WORKDIR = flags.DEFINE_string(
+    "workdir",
+    None,
+    "Directory for checkpoints, TensorBoard events and summary.json (a restart with the same workdir resumes).",
+  )
   flags.mark_flags_as_required(["config", "workdir"])
 
 
 def format_summary(summary: dict) -> str:
   """The end-of-run report: the paper's three phenomena with their numbers (genenv_jax.reporting.summary_report)."""
   from genenv_jax.reporting.summary_report import format_report
+
   return format_report(summary)
 
 
@@ -40,10 +49,12 @@ def main(argv) -> None:
     logging.set_verbosity(logging.WARNING)
   config = _CONFIG.value
   from genenv_jax.parallel import sharding
+
   # Before any JAX computation: config.distributed=True, or JAX_NUM_PROCESSES > 1 from the launch environment.
   sharding.maybe_initialize_distributed(config.get("distributed", False))
   from genenv_jax.data import DataMissingError
   from genenv_jax.training.loop import train  # imported after flag parsing: bad flags fail before JAX starts
+
   workdir = os.path.expanduser(_WORKDIR.value)
   try:
     summary = train(config, workdir, log=lambda msg: print(msg, flush=True) if sharding.is_main_process() else None)
@@ -52,8 +63,11 @@ def main(argv) -> None:
     sys.exit(2)
   if sharding.is_main_process():
     print(format_summary(summary), flush=True)
-    print(f"summary: {os.path.join(workdir, 'summary.json')}; TensorBoard: tensorboard --logdir "
-          f"{os.path.join(workdir, 'tensorboard')}", flush=True)
+    print(
+      f"summary: {os.path.join(workdir, 'summary.json')}; TensorBoard: tensorboard --logdir "
+      f"{os.path.join(workdir, 'tensorboard')}",
+      flush=True,
+    )
 
 
 if __name__ == "__main__":

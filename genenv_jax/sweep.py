@@ -5,9 +5,10 @@
 
 Each run is `python -m genenv_jax.main --config=CONFIG:VARIANT --config.seed=SEED` in DIR/runs/VARIANT_sSEED
 (a variant may compose override sets, e.g. smoke+random). A run whose summary.json has reached its total_steps is
-skipped; any other run is started again in its own workdir, so it resumes from its latest checkpoint (genenv_jax.training.loop).
-Every run's TensorBoard directory is linked under DIR/tensorboard/VARIANT_sSEED, so `tensorboard --logdir DIR/tensorboard`
-overlays them. `--report` writes the comparison (genenv_jax.compare, the first variant as the baseline) when the runs are done.
+skipped; any other run is started again in its own workdir, so it resumes from its latest checkpoint
+(genenv_jax.training.loop). Every run's TensorBoard directory is linked under DIR/tensorboard/VARIANT_sSEED, so
+`tensorboard --logdir DIR/tensorboard` overlays them. `--report` writes the comparison (genenv_jax.compare, the first
+variant as the baseline) when the runs are done.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 from absl import app, flags
 
+
 def _define_flags() -> None:
   """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
   another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
   global _CONFIG, _VARIANTS, _SEEDS, _WORKDIR, _JOBS, _REPORT, _DRY_RUN
-  _CONFIG = flags.DEFINE_string("config", None, "config file, e.g. configs/default.py (variants are appended as :VARIANT)")
+  _CONFIG = flags.DEFINE_string(
+    "config", None, "config file, e.g. configs/default.py (variants are appended as :VARIANT)"
+  )
   _VARIANTS = flags.DEFINE_list("variants", ["coevolve", "random", "static", "grpo"], "variants of the config")
   _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "seeds (config.seed)")
   _WORKDIR = flags.DEFINE_string("workdir", None, "sweep directory: runs/, tensorboard/, report files")
@@ -79,8 +83,15 @@ def is_finished(path: str) -> bool:
 
 def command(config: str, spec: RunSpec, path: str, overrides: list[str]) -> list[str]:
   """The `genenv_jax.main` command line of one run."""
-  return [sys.executable, "-m", "genenv_jax.main", f"--config={config}:{spec.variant}", f"--workdir={path}",
-          f"--config.seed={spec.seed}", *overrides]
+  return [
+    sys.executable,
+    "-m",
+    "genenv_jax.main",
+    f"--config={config}:{spec.variant}",
+    f"--workdir={path}",
+    f"--config.seed={spec.seed}",
+    *overrides,
+  ]
 
 
 def link_tensorboard(workdir: str, spec: RunSpec) -> None:
@@ -97,8 +108,9 @@ def format_eta(seconds: float) -> str:
   return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def sweep(config: str, specs: list[RunSpec], workdir: str, jobs: int = 1, overrides: list[str] | None = None,
-          log=print) -> dict[str, int]:
+def sweep(
+  config: str, specs: list[RunSpec], workdir: str, jobs: int = 1, overrides: list[str] | None = None, log=print
+) -> dict[str, int]:
   """Runs every unfinished spec (at most `jobs` at once); returns {run name: exit code} of the runs it started."""
   if jobs < 1:
     raise ValueError(f"--jobs must be >= 1, got {jobs}")
@@ -112,8 +124,9 @@ def sweep(config: str, specs: list[RunSpec], workdir: str, jobs: int = 1, overri
   def one(spec: RunSpec) -> None:
     path = run_dir(workdir, spec)
     with open(os.path.join(path, "log.txt"), "a") as out:
-      code = subprocess.run(command(config, spec, path, overrides or []), stdout=out, stderr=subprocess.STDOUT,
-                            check=False).returncode
+      code = subprocess.run(
+        command(config, spec, path, overrides or []), stdout=out, stderr=subprocess.STDOUT, check=False
+      ).returncode
     with lock:
       done[0] += 1
       codes[spec.name] = code
@@ -146,6 +159,7 @@ def main(argv) -> None:
   failed = sorted(k for k, c in codes.items() if c != 0)
   if _REPORT.value:
     from genenv_jax import compare
+
     print(compare.write_report(workdir, baseline=specs[0].variant), flush=True)
   if failed:
     sys.exit(f"sweep: {len(failed)} run(s) failed: {', '.join(failed)} (rerun the same command to resume them)")

@@ -30,6 +30,8 @@ os.environ["GENENV_DATA"] = str(SHARED_DATA)
 def shared_data() -> pathlib.Path:
   """The real benchmark data; tests that need it skip with a clear reason when it is absent."""
   if not SHARED_DATA.is_dir():
-    pytest.skip(f"benchmark data not found at {SHARED_DATA}; set GENENV_DATA, or fetch it there with: "
-                f"python -m genenv_jax.data fetch --data-dir {SHARED_DATA}")
+    pytest.skip(
+      f"benchmark data not found at {SHARED_DATA}; set GENENV_DATA, or fetch it there with: "
+      f"python -m genenv_jax.data fetch --data-dir {SHARED_DATA}"
+    )
   return SHARED_DATA

@@ -42,19 +42,32 @@ def parse_args(argv=None) -> argparse.Namespace:
 # As in tests/test_coevolution.py: Adam's eps raised so that last-bit differences between reduction orders stay
 # last-bit in the parameters, and an entropy bonus so that the agent's update is non-zero before any reward. A large
 # agent lr without warm-up makes the 3 steps move the agent measurably (~1e-4) beyond the comparison's tolerance.
-COMPARABLE = {"agent.optimizer.eps": 1e-3, "env.optimizer.eps": 1e-3, "agent.grpo.entropy_coef": 0.01,
-              "agent.optimizer.lr": 1e-2, "agent.optimizer.warmup_steps": 0}
+COMPARABLE = {
+  "agent.optimizer.eps": 1e-3,
+  "env.optimizer.eps": 1e-3,
+  "agent.grpo.entropy_coef": 0.01,
+  "agent.optimizer.lr": 1e-2,
+  "agent.optimizer.warmup_steps": 0,
+}
 
 
 def worker_config(verifier: str, total_steps: int):
   from coevolution_configs import tiny_config
-  return tiny_config(total_steps=total_steps, eval_every=total_steps, log_every=1, checkpoint_every=1000,
-                     **COMPARABLE, **{"domain.verifier": verifier, "mesh.data": -1})
+
+  return tiny_config(
+    total_steps=total_steps,
+    eval_every=total_steps,
+    log_every=1,
+    checkpoint_every=1000,
+    **COMPARABLE,
+    **{"domain.verifier": verifier, "mesh.data": -1},
+  )
 
 
 def count_host_rows(counter: dict[str, int]) -> None:
   """Wraps the arithmetic domain's host functions so that each process counts the rows it scores itself."""
   from genenv_jax.tasks.arithmetic.domain import ArithmeticDomain
+
   for name in ("verify_host", "parse_env_output_host"):
     original = getattr(ArithmeticDomain, name)
 
@@ -69,7 +82,9 @@ def count_host_rows(counter: dict[str, int]) -> None:
 def flat_host_state(state, mesh) -> dict:
   """{pytree path: numpy array} of the whole state, gathered across processes."""
   import jax
+
   from genenv_jax.parallel import sharding as shd
+
   host = shd.to_host(state, mesh)
   return {jax.tree_util.keystr(path): value for path, value in jax.tree_util.tree_flatten_with_path(host)[0]}
 
@@ -78,20 +93,23 @@ def main(argv=None) -> int:
   args = parse_args(argv)
   # Low XLA CPU backend optimisation: compiles ~25% faster here; every worker uses the same flags, so the pair and
   # the single process still run the same code.
-  os.environ["XLA_FLAGS"] = (f"--xla_force_host_platform_device_count={args.local_devices} "
-                             "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true")
+  os.environ["XLA_FLAGS"] = (
+    f"--xla_force_host_platform_device_count={args.local_devices} "
+    "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+  )
   os.environ["JAX_PLATFORMS"] = "cpu"
   import jax
   import numpy as np
 
   from genenv_jax.parallel import sharding as shd
+
   shd.maybe_initialize_distributed(False)  # multi-process when the environment says so (JAX_NUM_PROCESSES > 1)
 
   from genenv_jax.coevolution.build import abstract_build
-  from genenv_jax.training.checkpointing import Checkpointer
   from genenv_jax.tasks.host_callback import wait_for_host_callbacks
-  from genenv_jax.training.metrics import MetricsWriter
+  from genenv_jax.training.checkpointing import Checkpointer
   from genenv_jax.training.loop import train
+  from genenv_jax.training.metrics import MetricsWriter
 
   counter: dict[str, int] = {}
   count_host_rows(counter)
@@ -107,9 +125,14 @@ def main(argv=None) -> int:
       dumps[".restored"] = flat_host_state(other.restore(None, target)[0], run.mesh)
   wait_for_host_callbacks(state)
 
-  info = {"process_index": jax.process_index(), "process_count": jax.process_count(),
-          "device_count": jax.device_count(), "local_device_count": jax.local_device_count(),
-          "mesh": dict(run.mesh.shape), "host_rows": counter}
+  info = {
+    "process_index": jax.process_index(),
+    "process_count": jax.process_count(),
+    "device_count": jax.device_count(),
+    "local_device_count": jax.local_device_count(),
+    "mesh": dict(run.mesh.shape),
+    "host_rows": counter,
+  }
   with MetricsWriter(os.path.join(args.workdir, "writer_probe")) as probe:  # enabled by default on process 0 only
     info["writer_enabled"] = probe.enabled
   with open(f"{args.out}.process{jax.process_index()}.json", "w") as f:

@@ -15,20 +15,20 @@ import time
 
 import pytest
 
-from genenv_jax.benchmarks.alfworld import evaluator as alfworld
 from genenv_jax.benchmarks.alfworld import env as alfworld_env
+from genenv_jax.benchmarks.alfworld import evaluator as alfworld
 from genenv_jax.benchmarks.alfworld import prompt as alfworld_prompt
 from genenv_jax.tasks.benchmark import EvalItem
 
 SPLIT = "valid_unseen"
 # One game per task type, small ones (the kitchen games of the heat and cool tasks reset slowest, ~3-6 s).
 CI_GAMES = (
-    "look_at_obj_in_light-AlarmClock-None-DeskLamp-308/trial_T20190908_222933_607649",
-    "pick_and_place_simple-SoapBottle-None-Toilet-424/trial_T20190907_004351_281384",
-    "pick_clean_then_place_in_recep-SoapBar-None-Cabinet-424/trial_T20190908_214926_337906",
-    "pick_cool_then_place_in_recep-Bread-None-CounterTop-10/trial_T20190908_091747_866951",
-    "pick_heat_then_place_in_recep-Tomato-None-GarbageCan-10/trial_T20190908_225046_020282",
-    "pick_two_obj_and_place-SoapBar-None-Cabinet-424/trial_T20190909_081720_491733",
+  "look_at_obj_in_light-AlarmClock-None-DeskLamp-308/trial_T20190908_222933_607649",
+  "pick_and_place_simple-SoapBottle-None-Toilet-424/trial_T20190907_004351_281384",
+  "pick_clean_then_place_in_recep-SoapBar-None-Cabinet-424/trial_T20190908_214926_337906",
+  "pick_cool_then_place_in_recep-Bread-None-CounterTop-10/trial_T20190908_091747_866951",
+  "pick_heat_then_place_in_recep-Tomato-None-GarbageCan-10/trial_T20190908_225046_020282",
+  "pick_two_obj_and_place-SoapBar-None-Cabinet-424/trial_T20190909_081720_491733",
 )
 
 
@@ -36,7 +36,10 @@ CI_GAMES = (
 # Text protocol: no game needed.
 # ----------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("output, action", [
+
+@pytest.mark.parametrize(
+  "output, action",
+  [
     ("Thought: the bowl is there.\nAction: go to countertop 3", "go to countertop 3"),
     ("Thought: x\nAction:   Go To  Countertop 3.  ", "go to countertop 3"),
     ("**Action:** `take bowl 1 from countertop 3`", "take bowl 1 from countertop 3"),
@@ -54,7 +57,8 @@ CI_GAMES = (
     ("Action:", ""),
     ("Action:\n\n", ""),
     ("  - Action : go to desk 1", "go to desk 1"),
-])
+  ],
+)
 def test_extract_action_hand_cases(output: object, action: str) -> None:
   assert alfworld.extract_action(output) == action
 
@@ -67,8 +71,13 @@ def test_normalize_action() -> None:
 
 def test_prompt_round_trip_and_window() -> None:
   history = [("go to desk 1", "You arrive at desk 1."), ("take cd 1 from desk 1", "You pick up the cd 1.")]
-  messages = alfworld.build_messages("look at cd under the desklamp.", "You are in a room.", history,
-                                     "You pick up the cd 1.", ["go to desk 1", "use desklamp 1"])
+  messages = alfworld.build_messages(
+    "look at cd under the desklamp.",
+    "You are in a room.",
+    history,
+    "You pick up the cd 1.",
+    ["go to desk 1", "use desklamp 1"],
+  )
   assert [m["role"] for m in messages] == ["system", "user"]
   user = messages[1]["content"]
   assert "Your task is to: look at cd under the desklamp." in user and "- use desklamp 1" in user
@@ -89,15 +98,20 @@ def test_prompt_round_trip_and_window() -> None:
 
 
 def test_split_intro() -> None:
-  intro = ("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. You see a desk 1.\n\n"
-           "Your task is to: put a cd in desk.")
+  intro = (
+    "-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. You see a desk 1.\n\n"
+    "Your task is to: put a cd in desk."
+  )
   assert alfworld.split_intro(intro) == ("You are in the middle of a room. You see a desk 1.", "put a cd in desk.")
 
 
 def _hand_item(split: str, gold: str) -> EvalItem:
-  return EvalItem(id=f"{split}/g/step-0", split=split, messages=(),
-                  gold={"action": gold, "admissible": [gold, "look", "go to desk 1"], "game": "g", "step": 0,
-                        "task_type": "unknown"})
+  return EvalItem(
+    id=f"{split}/g/step-0",
+    split=split,
+    messages=(),
+    gold={"action": gold, "admissible": [gold, "look", "go to desk 1"], "game": "g", "step": 0, "task_type": "unknown"},
+  )
 
 
 def test_score_and_aggregate_hand_items() -> None:
@@ -150,6 +164,7 @@ def test_missing_textworld_says_how_to_install(monkeypatch: pytest.MonkeyPatch) 
 # Real games.
 # ----------------------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def ci_paths(shared_data: pathlib.Path) -> list[pathlib.Path]:
   pytest.importorskip("textworld")
@@ -177,8 +192,7 @@ def test_ci_games_cover_every_task_type(ci_paths: list[pathlib.Path]) -> None:
   assert sorted(alfworld.task_type(p) for p in ci_paths) == sorted(alfworld.TASK_TYPES)
 
 
-def test_walkthrough_replay_wins_in_the_real_game(ci_paths: list[pathlib.Path],
-                                                  replays: list[alfworld.Replay]) -> None:
+def test_walkthrough_replay_wins_in_the_real_game(ci_paths: list[pathlib.Path], replays: list[alfworld.Replay]) -> None:
   for path, replay in zip(ci_paths, replays):
     assert replay.won, replay.game
     assert replay.actions == alfworld.read_walkthrough(path)
@@ -209,8 +223,7 @@ def test_oracle_scores_100_and_null_0(items: list[EvalItem]) -> None:
   assert bench.aggregate(null)["step_accuracy"] == 0.0 and bench.aggregate(null)["admissible_rate"] == 0.0
 
 
-def test_cache_serves_repeated_loads(shared_data: pathlib.Path, cache_dir: pathlib.Path,
-                                     items: list[EvalItem]) -> None:
+def test_cache_serves_repeated_loads(shared_data: pathlib.Path, cache_dir: pathlib.Path, items: list[EvalItem]) -> None:
   files = sorted(cache_dir.glob("*.json"))
   assert len(files) == len(CI_GAMES)
   entry = json.loads(files[0].read_text())
@@ -220,12 +233,14 @@ def test_cache_serves_repeated_loads(shared_data: pathlib.Path, cache_dir: pathl
   assert time.perf_counter() - start < 5.0  # no game is reset (a single reset costs 1-4 s)
   assert again == items
   limited = alfworld.AlfworldStepBenchmark(cache_dir=str(cache_dir), games=CI_GAMES).load_items(
-      str(shared_data), limit=5)
+    str(shared_data), limit=5
+  )
   assert [i.id for i in limited] == [i.id for i in items[:5]]
 
 
-def test_episodes_oracle_policy_wins(ci_paths: list[pathlib.Path], cache_dir: pathlib.Path,
-                                     replays: list[alfworld.Replay]) -> None:
+def test_episodes_oracle_policy_wins(
+  ci_paths: list[pathlib.Path], cache_dir: pathlib.Path, replays: list[alfworld.Replay]
+) -> None:
   report = alfworld.run_episodes(alfworld.walkthrough_policy(ci_paths, cache_dir), ci_paths)
   assert report.success_rate == 1.0 and report.max_steps == 50
   assert [e.steps for e in report.episodes] == [len(r.actions) for r in replays]
@@ -273,8 +288,9 @@ def test_default_cache_dir_rules(monkeypatch: pytest.MonkeyPatch, tmp_path: path
   assert alfworld.default_cache_dir() == tmp_path / "x" / "genenv_jax" / "alfworld"
 
 
-def test_unreadable_cache_entry_is_replayed(ci_paths: list[pathlib.Path], cache_dir: pathlib.Path,
-                                            replays: list[alfworld.Replay], tmp_path: pathlib.Path) -> None:
+def test_unreadable_cache_entry_is_replayed(
+  ci_paths: list[pathlib.Path], cache_dir: pathlib.Path, replays: list[alfworld.Replay], tmp_path: pathlib.Path
+) -> None:
   source = next(f for f in cache_dir.glob("*.json") if f.name.startswith(CI_GAMES[0].split("/")[0]))
   (tmp_path / source.name).write_text("{not json")
   with pytest.warns(UserWarning, match="unreadable ALFWorld cache entry"):
@@ -283,15 +299,18 @@ def test_unreadable_cache_entry_is_replayed(ci_paths: list[pathlib.Path], cache_
   assert json.loads((tmp_path / source.name).read_text())["replay"]["won"] is True  # rewritten
 
 
-def test_replay_script_on_one_game(shared_data: pathlib.Path, ci_paths: list[pathlib.Path],
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_replay_script_on_one_game(
+  shared_data: pathlib.Path, ci_paths: list[pathlib.Path], capsys: pytest.CaptureFixture[str]
+) -> None:
   from genenv_jax.scripts import replay_alfworld  # pylint: disable=import-outside-toplevel
+
   assert replay_alfworld.main(["--data-dir", str(shared_data), "--split", SPLIT, "--limit", "1", "--no-cache"]) == 0
   assert f"{SPLIT}: walkthrough won 1/1 games" in capsys.readouterr().out
 
 
-def test_walkthrough_policy_refuses_indistinguishable_games(shared_data: pathlib.Path, ci_paths: list[pathlib.Path],
-                                                            cache_dir: pathlib.Path) -> None:
+def test_walkthrough_policy_refuses_indistinguishable_games(
+  shared_data: pathlib.Path, ci_paths: list[pathlib.Path], cache_dir: pathlib.Path
+) -> None:
   twin = alfworld.select_games(shared_data, SPLIT, [CI_GAMES[0].split("/")[0] + "/trial_T20190908_222917_366542"])
   with pytest.raises(ValueError, match="share task and room description"):
     alfworld.walkthrough_policy([ci_paths[0], twin[0]], cache_dir)

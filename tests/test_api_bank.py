@@ -4,16 +4,29 @@ import json
 
 import pytest
 
-from genenv_jax.benchmarks.api_bank.evaluator import (LEVELS, ApiBankBenchmark, SeedTask, load_seed_tasks, score_seed,
-                                         toolrl_block)
-from genenv_jax.tasks.benchmark import EvalItem
+from genenv_jax.benchmarks.api_bank.evaluator import (
+  LEVELS,
+  ApiBankBenchmark,
+  SeedTask,
+  load_seed_tasks,
+  score_seed,
+  toolrl_block,
+)
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_api_request, format_json_tool_calls
+from genenv_jax.tasks.benchmark import EvalItem
 
 BENCH = ApiBankBenchmark()
 STRICT = ApiBankBenchmark(strict_format=True)
-GOLD = [{"name": "ModifyRegistration",
-         "parameters": {"appointment_id": "34567890", "new_appointment_date": "2023-03-26",
-                        "new_appointment_doctor": "Dr. Lee"}}]
+GOLD = [
+  {
+    "name": "ModifyRegistration",
+    "parameters": {
+      "appointment_id": "34567890",
+      "new_appointment_date": "2023-03-26",
+      "new_appointment_doctor": "Dr. Lee",
+    },
+  }
+]
 ITEM = EvalItem("level-1-0", "level-1", (), GOLD)
 
 
@@ -94,15 +107,18 @@ def test_exact_match_is_correct_and_key_order_is_free():
   assert BENCH.score(ITEM, _block(reordered)).correct
 
 
-@pytest.mark.parametrize("prediction", [
-    _with(appointment_id=34567890),                         # wrong type: the gold value is the string "34567890"
-    _with(new_appointment_doctor="Dr. Kim"),                # wrong value
-    _with(appointment_id=None),                             # missing required parameter
-    _with(note="urgent"),                                   # extra parameter
-    _with(new_appointment_doctor="dr lee"),                 # differs only in case and punctuation: exact match fails
-    _with(new_appointment_doctor="Dr. Lee "),               # trailing space
-    {"name": "modifyregistration", "parameters": GOLD[0]["parameters"]},   # wrong name (case)
-])
+@pytest.mark.parametrize(
+  "prediction",
+  [
+    _with(appointment_id=34567890),  # wrong type: the gold value is the string "34567890"
+    _with(new_appointment_doctor="Dr. Kim"),  # wrong value
+    _with(appointment_id=None),  # missing required parameter
+    _with(note="urgent"),  # extra parameter
+    _with(new_appointment_doctor="dr lee"),  # differs only in case and punctuation: exact match fails
+    _with(new_appointment_doctor="Dr. Lee "),  # trailing space
+    {"name": "modifyregistration", "parameters": GOLD[0]["parameters"]},  # wrong name (case)
+  ],
+)
 def test_any_difference_is_incorrect(prediction):
   assert not BENCH.score(ITEM, _block(prediction)).correct
   assert not STRICT.score(ITEM, _block(prediction)).correct
@@ -130,18 +146,33 @@ def test_only_the_last_block_counts():
 def test_toolrl_extraction_quirks_and_the_strict_variant():
   line = json.dumps(GOLD[0])
   no_tags, unclosed = f"Sure.\n{line}", f"<tool_call>\n{line}\n"
-  bare_params = _block(GOLD[0]["parameters"])                    # no name/parameters keys: taken as the parameters
+  bare_params = _block(GOLD[0]["parameters"])  # no name/parameters keys: taken as the parameters
   arguments_key = _block({"name": GOLD[0]["name"], "arguments": GOLD[0]["parameters"]})
   junk_lines = "<tool_call>\nnot json\n" + line + "\n{broken\n</tool_call>"
   assert toolrl_block(unclosed) == line and toolrl_block(no_tags) == no_tags
-  for text, toolrl, strict in [(no_tags, True, False), (unclosed, True, False), (bare_params, True, False),
-                               (arguments_key, False, True), (junk_lines, True, True)]:
+  for text, toolrl, strict in [
+    (no_tags, True, False),
+    (unclosed, True, False),
+    (bare_params, True, False),
+    (arguments_key, False, True),
+    (junk_lines, True, True),
+  ]:
     assert BENCH.score(ITEM, text).correct is toolrl, text
     assert STRICT.score(ITEM, text).correct is strict, text
 
 
-@pytest.mark.parametrize("output", ["", "<tool_call>", "<tool_call>\n{\"name\": \"ModifyRegistration\", \"param",
-                                    "\x00\xff<tool_call>\x01</tool_call>", "[ModifyRegistration()]", None, 7])
+@pytest.mark.parametrize(
+  "output",
+  [
+    "",
+    "<tool_call>",
+    "<tool_call>\n{\"name\": \"ModifyRegistration\", \"param",
+    "\x00\xff<tool_call>\x01</tool_call>",
+    "[ModifyRegistration()]",
+    None,
+    7,
+  ],
+)
 def test_malformed_output_scores_zero_without_raising(output):
   for bench in (BENCH, STRICT):
     result = bench.score(ITEM, output)
@@ -166,7 +197,11 @@ def test_seed_tasks_come_from_the_training_files(shared_data, items):
   eval_users = {i.messages[1]["content"] for i in items}
   assert not any(s.messages[1]["content"] in eval_users for s in seeds)
   assert [s.id for s in load_seed_tasks(str(shared_data), limit=2)] == [
-      "api_bank_lv3_train-0", "api_bank_lv3_train-1", "rlla_sft-0", "rlla_sft-1"]
+    "api_bank_lv3_train-0",
+    "api_bank_lv3_train-1",
+    "rlla_sft-0",
+    "rlla_sft-1",
+  ]
   with pytest.raises(ValueError, match="unknown seed source"):
     load_seed_tasks(str(shared_data), sources=("bfcl",))
 
@@ -177,8 +212,8 @@ def test_score_seed_is_exact_multiset_match(shared_data):
     oracle = format_api_request(s.gold) if s.syntax == "api_request" else format_json_tool_calls(s.gold)
     assert score_seed(s, oracle), s.id
   multi = next(s for s in seeds if len(s.gold) >= 2 and s.syntax == "tool_call")
-  assert score_seed(multi, format_json_tool_calls(reversed(multi.gold)))   # order-free
-  assert not score_seed(multi, format_json_tool_calls(multi.gold[:1]))      # a missing call
+  assert score_seed(multi, format_json_tool_calls(reversed(multi.gold)))  # order-free
+  assert not score_seed(multi, format_json_tool_calls(multi.gold[:1]))  # a missing call
   lv3 = seeds[0]
   assert score_seed(lv3, "API-Request: [ToolSearcher(keywords=healthcare provider appointment availability checker)]")
   assert not score_seed(lv3, "API-Request: [ToolSearcher(keywords='healthcare')]")

@@ -39,7 +39,7 @@ def encode(domain: ArithmeticDomain, texts: list[str], width: int, eos: bool = T
   mask = np.zeros((len(texts), width), np.int32)
   for b, text in enumerate(texts):
     row = (tok.encode(text) + ([tok.eos_id] if eos else []))[:width]
-    ids[b, :len(row)], mask[b, :len(row)] = row, 1
+    ids[b, : len(row)], mask[b, : len(row)] = row, 1
   return ids, mask
 
 
@@ -55,25 +55,25 @@ HAND_CASES = [
   ("2+3", True, 5, 1),
   ("12-7*3", True, -9, 4),
   ("4*5*6", True, 120, 3),
-  ("1-2-3", True, -4, 2),          # left to right
+  ("1-2-3", True, -4, 2),  # left to right
   ("2*3+4*5", True, 26, 4),
   ("8-2*3-1", True, 1, 4),
   ("0+0", True, 0, 1),
   ("999*999", True, 998001, 4),
   ("10-999*999", True, -997991, 5),
   ("1+2+3+4", True, 10, 3),
-  ("-3+4", False, 0, 0),           # leading operator
-  ("3++4", False, 0, 0),           # two operators in a row
-  ("07+1", False, 0, 0),           # leading zero
-  ("3+4*", False, 0, 0),           # trailing operator
-  ("5", False, 0, 0),              # no operator
-  ("", False, 0, 0),               # empty
-  ("1+2+3+4+5", False, 0, 0),      # five operands > max_operands
-  ("1000+1", False, 0, 0),         # four digits > max_digits
-  ("999*999*2", False, 0, 0),      # partial product over 10**6
+  ("-3+4", False, 0, 0),  # leading operator
+  ("3++4", False, 0, 0),  # two operators in a row
+  ("07+1", False, 0, 0),  # leading zero
+  ("3+4*", False, 0, 0),  # trailing operator
+  ("5", False, 0, 0),  # no operator
+  ("", False, 0, 0),  # empty
+  ("1+2+3+4+5", False, 0, 0),  # five operands > max_operands
+  ("1000+1", False, 0, 0),  # four digits > max_digits
+  ("999*999*2", False, 0, 0),  # partial product over 10**6
   ("0-999*999-999*999", False, 0, 0),  # partial sum under -10**6
-  ("3 + 4", False, 0, 0),          # spaces are not part of the grammar
-  ("(1+2)*3", False, 0, 0),        # nor are parentheses
+  ("3 + 4", False, 0, 0),  # spaces are not part of the grammar
+  ("(1+2)*3", False, 0, 0),  # nor are parentheses
 ]
 
 
@@ -103,8 +103,8 @@ def test_agent_prompt_is_left_padded_compute_line(domain, parse):
 def test_termination_rules(domain, parse):
   width = domain.env_output_len
   ids, mask = encode(domain, ["1+2", "1+2", "1+2"], width)
-  mask[1, 3:] = 0            # no EOS, but the mask ends: the content ends there
-  ids[1, 3:] = 7             # (garbage under mask 0 is ignored)
+  mask[1, 3:] = 0  # no EOS, but the mask ends: the content ends there
+  ids[1, 3:] = 7  # (garbage under mask 0 is ignored)
   ids[2, 4:] = domain.tokens.digit_ids[9]  # garbage after the EOS is ignored
   mask[2, :] = 1
   full = encode(domain, ["1+1+1+1+1+1+1+1"], width, eos=False)  # fills the row, never emits EOS
@@ -123,8 +123,11 @@ def _random_rows(domain: ArithmeticDomain, rng: np.random.Generator, n: int) -> 
   alphabet = np.asarray([*t.digit_ids, t.plus_id, t.minus_id, t.times_id, t.eos_id, t.pad_id, t.bos_ids[0]])
   weights = np.asarray([6] * 10 + [3, 3, 3, 2, 1, 1], np.float64)
   kinds = rng.integers(0, 3, size=n)
-  ids = np.where(kinds[:, None] == 0, rng.integers(0, domain.tokenizer.vocab_size + 8, size=(n, width)),
-                 rng.choice(alphabet, size=(n, width), p=weights / weights.sum()))
+  ids = np.where(
+    kinds[:, None] == 0,
+    rng.integers(0, domain.tokenizer.vocab_size + 8, size=(n, width)),
+    rng.choice(alphabet, size=(n, width), p=weights / weights.sum()),
+  )
   bytes_digits = rng.random((n, width)) < 0.05  # "<0x31>" decodes to "1" but is not the digit piece
   ids = np.where(bytes_digits, rng.integers(52, 62, size=(n, width)), ids).astype(np.int32)
   ends = rng.integers(0, width + 1, size=n)
@@ -133,8 +136,9 @@ def _random_rows(domain: ArithmeticDomain, rng: np.random.Generator, n: int) -> 
   return ids, mask
 
 
-def _random_expressions(rng: np.random.Generator, n: int, operands: tuple[int, int] = (1, 5),
-                        digits: int = 4) -> list[str]:
+def _random_expressions(
+  rng: np.random.Generator, n: int, operands: tuple[int, int] = (1, 5), digits: int = 4
+) -> list[str]:
   """Digit/operator strings with operands in [lo, hi] and numbers of up to `digits` digits (some out of range)."""
   out = []
   for _ in range(n):
@@ -190,8 +194,10 @@ def test_verify_jax_matches_host_on_random_responses(domain, parse, verify):
   tasks = parse(*encode(domain, texts, domain.env_output_len))
   t, width = domain.tokens, domain.agent_answer_len
   truth = [str(int(v)) for v in np.asarray(tasks.spec[:, 0])]
-  noisy = [s if rng.random() < 0.5 else str(rng.choice(["-", "0", "", " ", "+", "00"])) + s[int(rng.integers(0, 2)):]
-           for s in truth]
+  noisy = [
+    s if rng.random() < 0.5 else str(rng.choice(["-", "0", "", " ", "+", "00"])) + s[int(rng.integers(0, 2)) :]
+    for s in truth
+  ]
   resp, resp_mask = encode(domain, noisy, width)
   soup = rng.choice(np.asarray([*t.digit_ids, t.minus_id, t.eos_id, t.pad_id, 53]), size=(200, width))
   resp = np.concatenate([resp, soup.astype(np.int32)])
@@ -215,15 +221,15 @@ def test_seed_and_heldout_pools(domain, verify):
     assert counts[0] == 0 and counts[1:].max() - counts[1:].min() <= 1 and counts[1:].min() >= 1
     lengths = pool["env_mask"].sum(1)
     rows = np.arange(n)
-    assert (pool["env_ids"][rows, lengths - 1] == domain.tokens.eos_id).all()      # ends in EOS under the mask
+    assert (pool["env_ids"][rows, lengths - 1] == domain.tokens.eos_id).all()  # ends in EOS under the mask
     assert (pool["answer_ids"][rows, pool["answer_mask"].sum(1) - 1] == domain.tokens.eos_id).all()
-    assert (pool["env_ids"][pool["env_mask"] == 0] == domain.tokens.eos_id).all()   # right-padded with EOS
+    assert (pool["env_ids"][pool["env_mask"] == 0] == domain.tokens.eos_id).all()  # right-padded with EOS
     tasks = TaskBatch(**{k: jnp.asarray(pool[k]) for k in FIELDS})
     assert np.asarray(verify(tasks, pool["answer_ids"], pool["answer_mask"])).all()
   seed_set, heldout_set = set(domain.seed_expressions()), set(domain.heldout_expressions())
-  assert len(heldout_set) == domain.num_heldout and not seed_set & heldout_set   # held-out: distinct, never a seed
+  assert len(heldout_set) == domain.num_heldout and not seed_set & heldout_set  # held-out: distinct, never a seed
   assert len(seed_set) >= 0.9 * domain.num_seeds  # seeds may repeat only where a level has few distinct tasks
-  assert domain.seed_expressions() == default_domain().seed_expressions()          # deterministic in the seed
+  assert domain.seed_expressions() == default_domain().seed_expressions()  # deterministic in the seed
   assert domain.seed_expressions() != default_domain(seed=1).seed_expressions()
 
 
@@ -294,18 +300,35 @@ def test_host_difficulty_definition():
 @pytest.fixture(scope="module")
 def sums() -> ArithmeticDomain:
   """A small version of the demo family: sums of 3..6 single digits, seeds mostly easy, lengths automatic."""
-  return default_domain(min_operands=3, max_operands=6, max_digits=1, operators="+", bound=999, seed_decay=0.5,
-                        num_seeds=93, num_heldout=40, agent_prompt_len=0, agent_answer_len=0, env_prompt_len=0,
-                        env_output_len=0)
+  return default_domain(
+    min_operands=3,
+    max_operands=6,
+    max_digits=1,
+    operators="+",
+    bound=999,
+    seed_decay=0.5,
+    num_seeds=93,
+    num_heldout=40,
+    agent_prompt_len=0,
+    agent_answer_len=0,
+    env_prompt_len=0,
+    env_output_len=0,
+  )
 
 
 def test_operator_subset_and_operand_range(sums):
   assert (sums.min_difficulty, sums.max_difficulty, sums.levels) == (2, 5, (2, 3, 4, 5))
-  assert sums.env_output_len == 6 * 1 + 5 + 1            # the longest expression plus EOS
+  assert sums.env_output_len == 6 * 1 + 5 + 1  # the longest expression plus EOS
   assert sums.agent_answer_len == len("-999") + 1
-  cases = [("1+2+3", True, 6, 2), ("9+9+9+9+9+9", True, 54, 5), ("1+2", False, 0, 0),   # too few operands
-           ("1+2+3+4+5+6+7", False, 0, 0), ("1+2-3", False, 0, 0), ("1*2+3", False, 0, 0),  # '-', '*' not allowed
-           ("10+2+3", False, 0, 0)]                                                          # two digits
+  cases = [
+    ("1+2+3", True, 6, 2),
+    ("9+9+9+9+9+9", True, 54, 5),
+    ("1+2", False, 0, 0),  # too few operands
+    ("1+2+3+4+5+6+7", False, 0, 0),
+    ("1+2-3", False, 0, 0),
+    ("1*2+3", False, 0, 0),  # '-', '*' not allowed
+    ("10+2+3", False, 0, 0),
+  ]  # two digits
   ids, mask = encode(sums, [c[0] for c in cases], sums.env_output_len)
   tasks = jax.jit(sums.parse_env_output)(ids, mask)
   got = [(bool(v), int(x), float(d)) for v, x, d in zip(tasks.valid, tasks.spec[:, 0], tasks.difficulty)]
@@ -345,11 +368,16 @@ def test_seed_levels_follow_the_decay_and_heldout_spans_every_level(sums):
 
 def test_new_knob_errors(domain):
   tok = domain.tokenizer
-  for kwargs, match in [(dict(min_operands=1), "min_operands"), (dict(min_operands=5), "min_operands"),
-                        (dict(operators="+/"), "operators"), (dict(operators=""), "operators"),
-                        (dict(operators="++"), "operators"), (dict(seed_decay=0.0), "seed_decay"),
-                        (dict(seed_max_difficulty=9), "seed_max_difficulty"),
-                        (dict(min_operands=3, seed_max_difficulty=1), "seed_max_difficulty"),
-                        (dict(num_heldout=5), "num_heldout")]:
+  for kwargs, match in [
+    (dict(min_operands=1), "min_operands"),
+    (dict(min_operands=5), "min_operands"),
+    (dict(operators="+/"), "operators"),
+    (dict(operators=""), "operators"),
+    (dict(operators="++"), "operators"),
+    (dict(seed_decay=0.0), "seed_decay"),
+    (dict(seed_max_difficulty=9), "seed_max_difficulty"),
+    (dict(min_operands=3, seed_max_difficulty=1), "seed_max_difficulty"),
+    (dict(num_heldout=5), "num_heldout"),
+  ]:
     with pytest.raises(ValueError, match=match):
       ArithmeticDomain(tok, **kwargs)

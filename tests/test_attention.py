@@ -22,10 +22,10 @@ FWD_TOL, GRAD_TOL = 1e-5, 1e-4
 
 # name -> f(q, k, v, key_mask) for prefill (query_offset 0, S == T). Small blocks so that several tiles are visited.
 PREFILL = {
-    "blockwise": functools.partial(blockwise_attention, block_q=4, block_k=3),
-    "blockwise_default_blocks": blockwise_attention,
-    "cudnn_rotation_xla": functools.partial(cudnn_attention, implementation="xla"),
-    "splash_interpret": functools.partial(splash_attention, interpret=True),
+  "blockwise": functools.partial(blockwise_attention, block_q=4, block_k=3),
+  "blockwise_default_blocks": blockwise_attention,
+  "cudnn_rotation_xla": functools.partial(cudnn_attention, implementation="xla"),
+  "splash_interpret": functools.partial(splash_attention, interpret=True),
 }
 
 
@@ -48,7 +48,10 @@ def _prefill_mask(b, t):
 
 def _check(f, ref, q, k, v, r, rows):
   """Forward on rows that see a key and gradients of Σ out·r over those rows, f against ref."""
-  loss = lambda g: lambda q, k, v: jnp.sum(jnp.where(rows[:, :, None, None], g(q, k, v), 0.0) * r)
+
+  def loss(g):
+    return lambda q, k, v: jnp.sum(jnp.where(rows[:, :, None, None], g(q, k, v), 0.0) * r)
+
   got, want = f(q, k, v), ref(q, k, v)
   assert got.shape == want.shape and got.dtype == want.dtype
   assert np.all(np.isfinite(np.asarray(got)))
@@ -68,8 +71,15 @@ def _check(f, ref, q, k, v, r, rows):
 def test_prefill_matches_naive(name, heads):
   q, k, v, r = _inputs(n=heads[0], kv=heads[1])
   mask = _prefill_mask(*q.shape[:2])
-  _check(lambda q, k, v: PREFILL[name](q, k, v, mask), lambda q, k, v: attn.naive_attention(q, k, v, mask, 0),
-         q, k, v, r, mask)
+  _check(
+    lambda q, k, v: PREFILL[name](q, k, v, mask),
+    lambda q, k, v: attn.naive_attention(q, k, v, mask, 0),
+    q,
+    k,
+    v,
+    r,
+    mask,
+  )
 
 
 @pytest.mark.parametrize("name", sorted(PREFILL))
@@ -89,13 +99,19 @@ def test_cached_call_matches_naive_and_skips_unfilled_blocks(t, offset):
   s, block_k = 24, 4
   q, k, v, r = _inputs(t=t, s=s, seed=t + offset)
   mask = np.zeros((3, s), bool)
-  mask[:, :offset + t] = True
-  mask[1, :min(4, offset)] = False  # a left-padded prompt
+  mask[:, : offset + t] = True
+  mask[1, : min(4, offset)] = False  # a left-padded prompt
   mask = jnp.asarray(mask)
   unread = -(-(offset + t) // block_k) * block_k
-  poison = lambda x: x.at[:, :, unread:].set(jnp.nan)
-  f = lambda q, k, v: blockwise_attention(q, poison(k), poison(v), mask, jnp.int32(offset), jnp.int32(offset + t),
-                                          block_q=2, block_k=block_k)
+
+  def poison(x):
+    return x.at[:, :, unread:].set(jnp.nan)
+
+  def f(q, k, v):
+    return blockwise_attention(
+      q, poison(k), poison(v), mask, jnp.int32(offset), jnp.int32(offset + t), block_q=2, block_k=block_k
+    )
+
   rows = jnp.ones((3, t), bool)
   _check(f, lambda q, k, v: attn.naive_attention(q, k, v, mask, offset), q, k, v, r, rows)
 
@@ -104,8 +120,13 @@ def test_causal_prefill_skips_blocks_above_the_diagonal():
   """Without kv_length, query block i reads key blocks up to its last slot only: later keys may be NaN."""
   q, k, v, r = _inputs(t=4, s=16)
   mask = jnp.ones((3, 16), bool)
-  poison = lambda x: x.at[:, :, 4:].set(jnp.nan)
-  f = lambda q, k, v: blockwise_attention(q, poison(k), poison(v), mask, 0, block_q=4, block_k=4)
+
+  def poison(x):
+    return x.at[:, :, 4:].set(jnp.nan)
+
+  def f(q, k, v):
+    return blockwise_attention(q, poison(k), poison(v), mask, 0, block_q=4, block_k=4)
+
   _check(f, lambda q, k, v: attn.naive_attention(q, k, v, mask, 0), q, k, v, r, jnp.ones((3, 4), bool))
   assert [int(_visible_blocks(jnp.int32(e), jnp.int32(16), 4, 4)) for e in (1, 4, 5, 16, 40)] == [1, 1, 2, 4, 4]
   assert int(_visible_blocks(jnp.int32(13), jnp.int32(6), 4, 4)) == 2  # kv_length bounds it too
@@ -126,10 +147,22 @@ def test_dispatch_and_fallbacks():
   with pytest.raises(ValueError, match="unknown attention implementation 'flash'"):
     attn.attention(q, k, v, mask, implementation="flash")
   with pytest.raises(ValueError, match="ModelConfig.attention='flash' is unknown"):
-    gj.ModelConfig(vocab_size=8, hidden_size=8, intermediate_size=8, num_layers=1, num_heads=2, num_kv_heads=1,
-                   head_dim=4, attention="flash")
-  assert gj.ModelConfig(vocab_size=8, hidden_size=8, intermediate_size=8, num_layers=1, num_heads=2, num_kv_heads=1,
-                        head_dim=4).attention == "auto"
+    gj.ModelConfig(
+      vocab_size=8,
+      hidden_size=8,
+      intermediate_size=8,
+      num_layers=1,
+      num_heads=2,
+      num_kv_heads=1,
+      head_dim=4,
+      attention="flash",
+    )
+  assert (
+    gj.ModelConfig(
+      vocab_size=8, hidden_size=8, intermediate_size=8, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=4
+    ).attention
+    == "auto"
+  )
   with pytest.raises(ValueError, match="GQA"):
     blockwise_attention(q, k[:, :1].repeat(3, axis=1), v[:, :1].repeat(3, axis=1), mask)
 
@@ -159,8 +192,15 @@ def test_splash_under_a_mesh_runs_in_shard_map():
   mask = _prefill_mask(3, 13)[1:]
   mesh = make_mesh({"data": 2, "fsdp": 1, "tensor": 2}, jax.devices()[:4])
   with jax.set_mesh(mesh):
-    _check(jax.jit(lambda q, k, v: splash_attention(q, k, v, mask, interpret=True)),
-           lambda q, k, v: attn.naive_attention(q, k, v, mask, 0), q, k, v, r, mask)
+    _check(
+      jax.jit(lambda q, k, v: splash_attention(q, k, v, mask, interpret=True)),
+      lambda q, k, v: attn.naive_attention(q, k, v, mask, 0),
+      q,
+      k,
+      v,
+      r,
+      mask,
+    )
 
 
 def test_bfloat16_inputs_keep_their_dtype_and_track_float32():

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from genenv_jax.benchmarks.bamboogle.evaluator import (
+  BamboogleBenchmark,
+  extract_answer,
+  extract_search_query,
+  run_search_loop,
+)
 from genenv_jax.benchmarks.parsing import qa_metrics
-from genenv_jax.benchmarks.bamboogle.evaluator import BamboogleBenchmark, extract_answer, extract_search_query, run_search_loop
 from genenv_jax.tasks.benchmark import EvalItem
 
 
@@ -55,13 +60,16 @@ def test_bad_split_and_limit(shared_data):
     bench.load_items("/nonexistent")
 
 
-@pytest.mark.parametrize("raw, normalised", [
+@pytest.mark.parametrize(
+  "raw, normalised",
+  [
     ("The Eiffel Tower!", "eiffel tower"),
     ("an apple, a pear and THE plum.", "apple pear and plum"),
     ("  James   Madison. ", "james madison"),
     ("Theatre", "theatre"),  # "the" only as a whole word
     ("U.S.A.", "usa"),
-])
+  ],
+)
 def test_normalisation(raw, normalised):
   assert qa_metrics.normalize_answer(raw) == normalised
 
@@ -80,7 +88,9 @@ def test_exact_match_and_f1_by_hand():
   assert qa_metrics.max_over_golds(qa_metrics.token_f1, "red blue", ["green", "blue"]) == pytest.approx(2 / 3)
 
 
-@pytest.mark.parametrize("output, answer", [
+@pytest.mark.parametrize(
+  "output, answer",
+  [
     ("Let me think. <answer>Titan IIIE</answer>", "Titan IIIE"),
     ("<answer>first</answer> then <answer> second </answer>", "second"),
     ("reasoning...\n<answer>Saturn V", "Saturn V"),  # generation stopped at the </answer> stop string
@@ -90,7 +100,8 @@ def test_exact_match_and_f1_by_hand():
     ("<search>q</search>\n<result>Answer: wrong</result>\nAnswer: right", "right"),
     ("", None),
     ("<answer>  </answer>", None),
-])
+  ],
+)
 def test_answer_extraction(output, answer):
   assert extract_answer(output) == answer
 
@@ -106,9 +117,13 @@ def test_partial_answer_scores_f1_not_em():
 
 def test_search_loop_protocol():
   seen_messages = []
-  replies = iter(["I should look it up. <search>Citibank founded year</search> ignored tail",
-                  "<search>US president 1812</search>",
-                  "<answer>James Madison</answer>"])
+  replies = iter(
+    [
+      "I should look it up. <search>Citibank founded year</search> ignored tail",
+      "<search>US president 1812</search>",
+      "<answer>James Madison</answer>",
+    ]
+  )
 
   def generate(messages):
     seen_messages.append(list(messages))
@@ -124,8 +139,10 @@ def test_search_loop_protocol():
   item = EvalItem("bamboogle-x", "test", ({"role": "user", "content": "Question: q"},), "james madison")
   output = bench.respond(generate, item)
   assert queries == ["Citibank founded year", "US president 1812"]
-  assert seen_messages[1][-2] == {"role": "assistant",
-                                  "content": "I should look it up. <search>Citibank founded year</search>"}
+  assert seen_messages[1][-2] == {
+    "role": "assistant",
+    "content": "I should look it up. <search>Citibank founded year</search>",
+  }
   assert seen_messages[1][-1] == {"role": "user", "content": "<result>results for Citibank founded year</result>"}
   assert len(seen_messages[2]) == 5
   assert bench.score(item, output).correct

@@ -10,16 +10,24 @@ import pytest
 
 from genenv_jax.bench import attention as bench
 
-ARGS = ["--lengths=64,256", "--heads=2", "--kv-heads=1", "--head-dim=8", "--block=32", "--repeats=1", "--cache=256",
-        "--filled=40",
-        "--decode-batch=2"]
+ARGS = [
+  "--lengths=64,256",
+  "--heads=2",
+  "--kv-heads=1",
+  "--head-dim=8",
+  "--block=32",
+  "--repeats=1",
+  "--cache=256",
+  "--filled=40",
+  "--decode-batch=2",
+]
 
 
 def test_tiny_benchmark_reports_figures_and_linear_blockwise_memory(capsys):
   result = bench.main(ARGS)
   printed = capsys.readouterr().out
   json_lines = [line for line in printed.splitlines() if line.startswith("JSON: ")]
-  assert len(json_lines) == 1 and json.loads(json_lines[0][len("JSON: "):]) == json.loads(json.dumps(result))
+  assert len(json_lines) == 1 and json.loads(json_lines[0][len("JSON: ") :]) == json.loads(json.dumps(result))
   assert set(result["training"]) == {"64", "256"}
   for row in result["training"].values():
     for figures in row.values():

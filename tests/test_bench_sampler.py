@@ -16,7 +16,7 @@ def test_quick_benchmark_reports_finite_positive_figures(capsys):
   printed = capsys.readouterr().out
   assert "tokens agree" in printed and "ratio" in printed
   json_lines = [line for line in printed.splitlines() if line.startswith("JSON: ")]
-  assert len(json_lines) == 1 and json.loads(json_lines[0][len("JSON: "):]) == json.loads(json.dumps(result))
+  assert len(json_lines) == 1 and json.loads(json_lines[0][len("JSON: ") :]) == json.loads(json.dumps(result))
   rows = result["rows"]
   assert [(r["config"], r["batch"]) for r in rows] == [("tiny", b) for b in sampler.QUICK["batch_sizes"]]
   for r in rows:

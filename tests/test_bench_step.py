@@ -13,8 +13,15 @@ pytest.importorskip("transformers")
 
 from genenv_jax.bench import step  # noqa: E402
 
-ARGS = ["--config=smoke", "--tiny", "--repeats=1", "--warm-start=0", "--fast-compile", "--torch-threads=1",
-        "--devices=1"]
+ARGS = [
+  "--config=smoke",
+  "--tiny",
+  "--repeats=1",
+  "--warm-start=0",
+  "--fast-compile",
+  "--torch-threads=1",
+  "--devices=1",
+]
 
 
 def _numbers(tree, path=""):
@@ -34,7 +41,7 @@ def test_smoke_benchmark_reports_finite_positive_figures(capsys):
   printed = capsys.readouterr().out
   assert "whole jitted step" in printed and "ours/torch" in printed
   json_lines = [line for line in printed.splitlines() if line.startswith("JSON: ")]
-  assert len(json_lines) == 1 and json.loads(json_lines[0][len("JSON: "):]) == json.loads(json.dumps(result))
+  assert len(json_lines) == 1 and json.loads(json_lines[0][len("JSON: ") :]) == json.loads(json.dumps(result))
 
   assert set(result["phases"]) == set(step.PHASES) | {"rollouts"}
   for name, f in result["phases"].items():

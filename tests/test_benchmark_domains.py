@@ -12,10 +12,10 @@ import pytest
 
 from configs.tools import FAMILY_DEFAULTS, LENGTHS, get_config
 from genenv_jax.benchmarks import registry
+from genenv_jax.models.tokenizer import load_tokenizer
+from genenv_jax.parallel.sharding import batch_sharding, make_mesh
 from genenv_jax.tasks.host_callback import wait_for_host_callbacks
 from genenv_jax.tasks.text_domain import SPEC_PAD, decode_spec
-from genenv_jax.parallel.sharding import batch_sharding, make_mesh
-from genenv_jax.models.tokenizer import load_tokenizer
 
 NAMES = ("api_bank", "bfcl", "bamboogle", "travelplanner", "alfworld")
 NUM_SEEDS, NUM_HELDOUT = 16, 8
@@ -26,9 +26,18 @@ TEST_OPTIONS = {"travelplanner": {"num_candidates": 80}, "alfworld": {"num_games
 def settings(name: str, data_dir, **overrides) -> dict:
   prompt, answer, env_prompt, env_output, spec, threshold = LENGTHS[name]
   seeds, heldout = COUNTS.get(name, (NUM_SEEDS, NUM_HELDOUT))
-  out = dict(data_dir=str(data_dir), num_seeds=seeds, num_heldout=heldout, agent_prompt_len=prompt,
-             agent_answer_len=answer, env_prompt_len=env_prompt, env_output_len=env_output, spec_len=spec,
-             success_threshold=threshold, **TEST_OPTIONS.get(name, {}))
+  out = dict(
+    data_dir=str(data_dir),
+    num_seeds=seeds,
+    num_heldout=heldout,
+    agent_prompt_len=prompt,
+    agent_answer_len=answer,
+    env_prompt_len=env_prompt,
+    env_output_len=env_output,
+    spec_len=spec,
+    success_threshold=threshold,
+    **TEST_OPTIONS.get(name, {}),
+  )
   out.update(overrides)
   return out
 
@@ -63,25 +72,32 @@ def _eval_collisions(name: str, family, texts: list[str], data_dir) -> list[str]
   """Seed texts that coincide with an evaluation item of the benchmark, by the benchmark's own identity."""
   if name == "api_bank":
     from genenv_jax.benchmarks.api_bank.evaluator import ApiBankBenchmark
+
     users = [i.messages[-1]["content"] for i in ApiBankBenchmark().load_items(str(data_dir))]
     utterances = [t.split("\nUser: ", 1)[1].split("\nCall: ")[0].split("TIME:")[0].strip() for t in texts]
     return [u for u in utterances if any(u in x for x in users)]
   if name == "bfcl":
     from genenv_jax.benchmarks.bfcl.family import _bfcl_questions
+
     questions = set(_bfcl_questions(data_dir))
     return [t for t in texts if t.split("\nUser: ", 1)[1].split("\nCalls: ")[0] in questions]
   if name == "bamboogle":
     from genenv_jax.benchmarks.bamboogle.evaluator import BamboogleBenchmark
-    questions = {i.messages[-1]["content"].removeprefix("Question: ").lower()
-                 for i in BamboogleBenchmark().load_items(str(data_dir))}
+
+    questions = {
+      i.messages[-1]["content"].removeprefix("Question: ").lower()
+      for i in BamboogleBenchmark().load_items(str(data_dir))
+    }
     return [t for t in texts if t.split("\n")[0].removeprefix("Question: ").lower() in questions]
   if name == "travelplanner":
     from genenv_jax.benchmarks.travelplanner.query import load_train_queries
+
     train = {(q.org, q.dest, q.date) for q in load_train_queries()}
     trips = [json.loads(t.removeprefix("Trip: ")) for t in texts]
     return [t for t in trips if (t["org"], t["dest"], tuple(t["date"])) in train]
   from genenv_jax.benchmarks.alfworld.env import game_name, list_games
   from genenv_jax.benchmarks.alfworld.family import EVAL_SPLITS, SEED_SPLIT, seed_games
+
   games = seed_games(data_dir, family.num_games)
   eval_games = {game_name(p) for split in EVAL_SPLITS for p in list_games(data_dir, split)}
   assert SEED_SPLIT not in EVAL_SPLITS
@@ -112,7 +128,7 @@ def test_env_text_round_trips(domain, tokenizer):
     task = domain.family.parse(text)
     assert task is not None and decode_spec(seeds["spec"][b]) == task.gold
     ids = domain.prompt_ids(task.messages)
-    np.testing.assert_array_equal(seeds["prompt_ids"][b, -len(ids):], ids)
+    np.testing.assert_array_equal(seeds["prompt_ids"][b, -len(ids) :], ids)
     assert tokenizer.decode(seeds["answer_ids"][b], stop_at_eos=True) == domain.family.oracle(task.gold)
 
 
@@ -168,20 +184,20 @@ def test_oracle_scores_one_garbage_zero_in_jit_on_mesh(domain, tokenizer, mesh):
 def _malformed_rows(domain, tokenizer, seeds) -> tuple[np.ndarray, np.ndarray]:
   """16 env outputs none of which is a valid task (see the comments), right-padded [16, env_output_len]."""
   width, rng, eos = domain.env_output_len, np.random.default_rng(1), tokenizer.eos_id
-  good = seeds["env_ids"][0][:int(seeds["env_mask"][0].sum()) - 1].tolist()
+  good = seeds["env_ids"][0][: int(seeds["env_mask"][0].sum()) - 1].tolist()
   ids = np.full((16, width), eos, np.int32)
   mask = np.ones((16, width), np.int32)
-  ids[0:4] = rng.integers(3, tokenizer.vocab_size, size=(4, width))         # random ids, never an EOS: overflow
-  ids[4:8, :width // 2] = rng.integers(3, tokenizer.vocab_size, size=(4, width // 2))  # random bytes, then EOS
-  ids[8, :] = eos                                                              # empty output
-  ids[9, :len(good)] = good                                                    # a good task cut off (no EOS)
-  ids[9, len(good):] = rng.integers(3, tokenizer.vocab_size, size=width - len(good))
-  ids[10, :len(good)], ids[10, 0] = good, tokenizer.vocab_size + 5             # an id outside the vocabulary
-  mask[11, :] = 0                                                              # nothing generated at all
+  ids[0:4] = rng.integers(3, tokenizer.vocab_size, size=(4, width))  # random ids, never an EOS: overflow
+  ids[4:8, : width // 2] = rng.integers(3, tokenizer.vocab_size, size=(4, width // 2))  # random bytes, then EOS
+  ids[8, :] = eos  # empty output
+  ids[9, : len(good)] = good  # a good task cut off (no EOS)
+  ids[9, len(good) :] = rng.integers(3, tokenizer.vocab_size, size=width - len(good))
+  ids[10, : len(good)], ids[10, 0] = good, tokenizer.vocab_size + 5  # an id outside the vocabulary
+  mask[11, :] = 0  # nothing generated at all
   text = domain.env_texts(seeds)[0]
   for i, bad in zip(range(12, 16), ("\x00\x01", "Task:\nCall:", _perturbed(domain.name)(text), text[1:])):
-    row = tokenizer.encode(bad)[:width - 1]                                    # bytes, a stub, a failed check, a typo
-    ids[i, :len(row)] = row
+    row = tokenizer.encode(bad)[: width - 1]  # bytes, a stub, a failed check, a typo
+    ids[i, : len(row)] = row
   return ids, mask
 
 
@@ -239,8 +255,9 @@ def test_registry_errors_name_the_problem(tmp_path, tokenizer, shared_data):
   with pytest.raises(ValueError, match="available training domains"):
     registry.build_domain(ml_collections.ConfigDict(dict(name="chess")), tokenizer, 0)
   with pytest.raises(ValueError, match="fit"):  # every task is longer than 8 tokens
-    registry.build_text_domain("bamboogle", settings("bamboogle", shared_data, env_output_len=8), tokenizer,
-                               0).seed_tasks()
+    registry.build_text_domain(
+      "bamboogle", settings("bamboogle", shared_data, env_output_len=8), tokenizer, 0
+    ).seed_tasks()
 
 
 def test_tools_config_variants():
@@ -258,6 +275,7 @@ def test_tools_config_variants():
 
 def test_coevolution_step_on_qa_domain(shared_data):
   from coevolution_configs import tiny_config
+
   from genenv_jax.coevolution.build import build
 
   c = tiny_config(mesh=dict(data=2, fsdp=2, tensor=2))

@@ -9,32 +9,65 @@ import pytest
 from genenv_jax.benchmarks.bfcl import checker as bfcl_checker
 from genenv_jax.benchmarks.bfcl import official as bfcl_official
 from genenv_jax.benchmarks.bfcl import source as bfcl_source
-from genenv_jax.tasks.benchmark import EvalItem, ItemResult
 from genenv_jax.benchmarks.bfcl.evaluator import CATEGORIES, UNSATISFIABLE, BfclBenchmark, decode
 from genenv_jax.benchmarks.bfcl.lang import java_source, js_source, parse_source_calls, to_java, to_js
 from genenv_jax.benchmarks.bfcl.prompts import language_docs
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_python_calls
+from genenv_jax.tasks.benchmark import EvalItem, ItemResult
 
 BENCH = BfclBenchmark(mode="lenient")  # the rule tests below are the lenient mode's (official: at the end)
-COUNTS = {"simple_python": 400, "simple_java": 100, "simple_javascript": 50, "multiple": 200, "parallel": 200,
-          "parallel_multiple": 200, "irrelevance": 240, "live_simple": 258, "live_multiple": 831, "live_parallel": 16,
-          "live_parallel_multiple": 24, "live_irrelevance": 884, "live_relevance": 16,
-          "multi_turn_long_context": 734}
+COUNTS = {
+  "simple_python": 400,
+  "simple_java": 100,
+  "simple_javascript": 50,
+  "multiple": 200,
+  "parallel": 200,
+  "parallel_multiple": 200,
+  "irrelevance": 240,
+  "live_simple": 258,
+  "live_multiple": 831,
+  "live_parallel": 16,
+  "live_parallel_multiple": 24,
+  "live_irrelevance": 884,
+  "live_relevance": 16,
+  "multi_turn_long_context": 734,
+}
 
 
 def _doc(name, props, required):
-  return {"name": name, "description": f"{name} doc", "parameters": {"type": "dict", "properties": props,
-                                                                   "required": required}}
+  return {
+    "name": name,
+    "description": f"{name} doc",
+    "parameters": {"type": "dict", "properties": props, "required": required},
+  }
 
 
-DOC = _doc("geo.distance", {
-    "city": {"type": "string"}, "km": {"type": "float"}, "count": {"type": "integer"}, "note": {"type": "string"},
-    "tags": {"type": "array", "items": {"type": "string"}}, "opts": {"type": "dict"}, "exact": {"type": "boolean"},
-    "pair": {"type": "tuple", "items": {"type": "integer"}}}, ["city", "km"])
+DOC = _doc(
+  "geo.distance",
+  {
+    "city": {"type": "string"},
+    "km": {"type": "float"},
+    "count": {"type": "integer"},
+    "note": {"type": "string"},
+    "tags": {"type": "array", "items": {"type": "string"}},
+    "opts": {"type": "dict"},
+    "exact": {"type": "boolean"},
+    "pair": {"type": "tuple", "items": {"type": "integer"}},
+  },
+  ["city", "km"],
+)
 OTHER = _doc("geo.area", {"city": {"type": "string"}}, ["city"])
-ANSWER = {"geo.distance": {"city": ["New York, NY", "NYC"], "km": [5.0], "count": [3, ""], "tags": [["a", "b"], ""],
-                           "opts": [{"mode": ["fast"], "level": [1, ""]}, ""], "exact": [True, ""],
-                           "pair": [[1, 2], ""]}}
+ANSWER = {
+  "geo.distance": {
+    "city": ["New York, NY", "NYC"],
+    "km": [5.0],
+    "count": [3, ""],
+    "tags": [["a", "b"], ""],
+    "opts": [{"mode": ["fast"], "level": [1, ""]}, ""],
+    "exact": [True, ""],
+    "pair": [[1, 2], ""],
+  }
+}
 
 
 def _item(category, answers, functions=(DOC, OTHER), language="python"):
@@ -55,24 +88,27 @@ def test_correct_call_with_standardised_string_and_int_for_float():
   assert _ok('<tool_call>\n{"name": "geo.distance", "arguments": {"city": "NYC", "km": 5}}\n</tool_call>')
 
 
-@pytest.mark.parametrize("output, why", [
+@pytest.mark.parametrize(
+  "output, why",
+  [
     ("[geo.distance(city=5, km=5.0)]", "wrong type"),
     ("[geo.distance(city='NYC', km='5')]", "wrong type"),
-    ("[geo.distance(city='NYC', km=5.0, count=3.0)]", "wrong type"),      # float for integer
-    ("[geo.distance(city='NYC', km=5.0, exact=1)]", "wrong type"),        # int for boolean
-    ("[geo.distance(city='NYC', km=5.0, count=True)]", "wrong type"),     # bool for integer
+    ("[geo.distance(city='NYC', km=5.0, count=3.0)]", "wrong type"),  # float for integer
+    ("[geo.distance(city='NYC', km=5.0, exact=1)]", "wrong type"),  # int for boolean
+    ("[geo.distance(city='NYC', km=5.0, count=True)]", "wrong type"),  # bool for integer
     ("[geo.distance(city='NYC', km=5.0, tags=['a', 2])]", "element type"),
     ("[geo.distance(city='NYC', km=6.0)]", "wrong value"),
     ("[geo.distance(city='Boston', km=5.0)]", "wrong value"),
     ("[geo.distance(city='NYC', km=5.0, tags=['b', 'a'])]", "wrong value"),  # list order matters
     ("[geo.distance(city='NYC')]", "missing required"),
-    ("[geo.distance(city='NYC', km=5.0, unit='km')]", "unexpected parameter"),   # not in the doc
-    ("[geo.distance(city='NYC', km=5.0, note='x')]", "unexpected parameter"),    # in the doc, not in the answer
+    ("[geo.distance(city='NYC', km=5.0, unit='km')]", "unexpected parameter"),  # not in the doc
+    ("[geo.distance(city='NYC', km=5.0, note='x')]", "unexpected parameter"),  # in the doc, not in the answer
     ("[geo.distance('NYC', km=5.0)]", "positional"),
     ("[geo.area(city='NYC')]", "wrong function"),
     ("[geo.distance(city='NYC', km=5.0), geo.distance(city='NYC', km=5.0)]", "number of calls"),
     ("", "number of calls"),
-])
+  ],
+)
 def test_each_rule_rejects(output, why):
   result = BENCH.score(_item("simple_python", [ANSWER]), output)
   assert not result.correct and why in result.detail["error"]
@@ -126,20 +162,42 @@ def test_decode_prefers_tool_call_blocks_and_strips_reasoning():
   text = '<tool_call>\n{"name": "f", "parameters": {"a": 1}}\n</tool_call><tool_call>{"name": "g", "parameters": {}}'
   assert decode(text + "</tool_call>") == [ToolCall("f", {"a": 1}), ToolCall("g", {})]
   assert decode("[Cls.m(x=new int[]{1, 2}, s=\"a, b\", b=true)]", "java") == [
-      ToolCall("Cls.m", {"x": "new int[]{1, 2}", "s": "a, b", "b": "true"})]
+    ToolCall("Cls.m", {"x": "new int[]{1, 2}", "s": "a, b", "b": "true"})
+  ]
   assert parse_source_calls("[f(x=1) trailing]") == [] and decode("\x00\x01", "javascript") == []
 
 
 # ------------------------------------------------------------------------------------------------ Java / JavaScript
 
 
-JAVA_DOC = _doc("Repo.update", {
-    "id": {"type": "long"}, "flag": {"type": "boolean"}, "names": {"type": "Array", "items": {"type": "String"}},
-    "ids": {"type": "ArrayList", "items": {"type": "long"}}, "props": {"type": "HashMap"}, "ratio": {"type": "double"},
-    "mode": {"type": "integer"}, "ctrl": {"type": "any"}, "size": {"type": "integer"}}, ["id"])
-JAVA_ANSWER = {"Repo.update": {"id": [42], "flag": [True, ""], "names": [["a b", "c,d"], ""], "ids": [[1, 2], ""],
-                               "props": [{"k": ["v"], "n": [1]}, ""], "ratio": [0.5, ""], "mode": ["ResultSet.X", ""],
-                               "ctrl": ["mapController", ""], "size": [7, ""]}}
+JAVA_DOC = _doc(
+  "Repo.update",
+  {
+    "id": {"type": "long"},
+    "flag": {"type": "boolean"},
+    "names": {"type": "Array", "items": {"type": "String"}},
+    "ids": {"type": "ArrayList", "items": {"type": "long"}},
+    "props": {"type": "HashMap"},
+    "ratio": {"type": "double"},
+    "mode": {"type": "integer"},
+    "ctrl": {"type": "any"},
+    "size": {"type": "integer"},
+  },
+  ["id"],
+)
+JAVA_ANSWER = {
+  "Repo.update": {
+    "id": [42],
+    "flag": [True, ""],
+    "names": [["a b", "c,d"], ""],
+    "ids": [[1, 2], ""],
+    "props": [{"k": ["v"], "n": [1]}, ""],
+    "ratio": [0.5, ""],
+    "mode": ["ResultSet.X", ""],
+    "ctrl": ["mapController", ""],
+    "size": [7, ""],
+  }
+}
 
 
 def _java_ok(args):
@@ -148,15 +206,29 @@ def _java_ok(args):
 
 
 def test_java_values_are_converted_by_declared_type():
-  assert _java_ok({"id": '"42L"', "flag": "true", "names": "'new String[]{\"a b\", \"c,d\"}'",
-                   "ids": '"new ArrayList<Long>(Arrays.asList(1L, 2L))"', "ratio": '"0.5"', "size": "7",
-                   "props": "'new HashMap<String, Object>() {{ put(\"k\", \"v\"); put(\"n\", 1); }}'",
-                   "mode": '"ResultSet.X"', "ctrl": '"mapController"'})
+  assert _java_ok(
+    {
+      "id": '"42L"',
+      "flag": "true",
+      "names": "'new String[]{\"a b\", \"c,d\"}'",
+      "ids": '"new ArrayList<Long>(Arrays.asList(1L, 2L))"',
+      "ratio": '"0.5"',
+      "size": "7",
+      "props": "'new HashMap<String, Object>() {{ put(\"k\", \"v\"); put(\"n\", 1); }}'",
+      "mode": '"ResultSet.X"',
+      "ctrl": '"mapController"',
+    }
+  )
   assert _java_ok({"id": "42L"})
-  for bad in ({"id": '"42"'}, {"id": "42L", "flag": '"True"'}, {"id": "42L", "mode": '"resultset.x"'},
-              {"id": "42L", "size": '"7.0"'}, {"id": "42L", "names": '"[\'a b\', \'c,d\']"'}):
+  for bad in (
+    {"id": '"42"'},
+    {"id": "42L", "flag": '"True"'},
+    {"id": "42L", "mode": '"resultset.x"'},
+    {"id": "42L", "size": '"7.0"'},
+    {"id": "42L", "names": '"[\'a b\', \'c,d\']"'},
+  ):
     assert not _java_ok(bad), bad
-  json_output = '<tool_call>{"name": "Repo.update", "parameters": {"id": 42}}</tool_call>'   # not source text
+  json_output = '<tool_call>{"name": "Repo.update", "parameters": {"id": 42}}</tool_call>'  # not source text
   assert not _ok(json_output, "simple_java", [JAVA_ANSWER], functions=[JAVA_DOC], language="java")
 
 
@@ -165,43 +237,87 @@ def test_java_converter_and_renderer_round_trip():
   assert to_java("new int[] { 1, 2 }", "Array", "integer") == [1, 2]
   assert to_java("new ArrayList<>() {{ add(\"x\"); add(\"y\"); }}", "ArrayList", "String") == ["x", "y"]
   assert to_java("new HashMap<>()", "HashMap") == {} and to_java("oops(", "HashMap") == "oops("
-  for value, kind, item in [(42, "long", None), (0.5, "double", None), (2.5, "float", None), (True, "boolean", None),
-                            (["a", "b"], "Array", "String"), ([1, 2], "ArrayList", "long"), ([1, "x", True],
-                            "ArrayList", "any"), ({"k": "v", "n": 2}, "HashMap", None), ("var", "integer", None)]:
+  for value, kind, item in [
+    (42, "long", None),
+    (0.5, "double", None),
+    (2.5, "float", None),
+    (True, "boolean", None),
+    (["a", "b"], "Array", "String"),
+    ([1, 2], "ArrayList", "long"),
+    ([1, "x", True], "ArrayList", "any"),
+    ({"k": "v", "n": 2}, "HashMap", None),
+    ("var", "integer", None),
+  ]:
     assert to_java(java_source(value, kind, item), kind, item) == value
 
 
 def test_javascript_values_are_converted_by_declared_type():
-  doc = _doc("draw", {"label": {"type": "String"}, "n": {"type": "integer"}, "x": {"type": "float"},
-                      "big": {"type": "Bigint"}, "on": {"type": "Boolean"},
-                      "pts": {"type": "array", "items": {"type": "float"}}, "cfg": {"type": "dict"}}, ["label"])
-  answer = {"draw": {"label": ["main chart"], "n": [3, ""], "x": [1.5, ""], "big": [10, ""], "on": [False, ""],
-                     "pts": [[1.0, 2.0], ""], "cfg": [{"mode": ["dark"], "tags": [["a"]]}, ""]}}
+  doc = _doc(
+    "draw",
+    {
+      "label": {"type": "String"},
+      "n": {"type": "integer"},
+      "x": {"type": "float"},
+      "big": {"type": "Bigint"},
+      "on": {"type": "Boolean"},
+      "pts": {"type": "array", "items": {"type": "float"}},
+      "cfg": {"type": "dict"},
+    },
+    ["label"],
+  )
+  answer = {
+    "draw": {
+      "label": ["main chart"],
+      "n": [3, ""],
+      "x": [1.5, ""],
+      "big": [10, ""],
+      "on": [False, ""],
+      "pts": [[1.0, 2.0], ""],
+      "cfg": [{"mode": ["dark"], "tags": [["a"]]}, ""],
+    }
+  }
 
   def ok(output):
     return _ok(output, "simple_javascript", [answer], functions=[doc], language="javascript")
 
-  assert ok("[draw(label='\"main chart\"', n='3', x='1.5', big='10n', on='false', pts='[1, 2]', "
-            "cfg=\"{mode: 'dark', tags: ['a']}\")]")
+  assert ok(
+    "[draw(label='\"main chart\"', n='3', x='1.5', big='10n', on='false', pts='[1, 2]', "
+    "cfg=\"{mode: 'dark', tags: ['a']}\")]"
+  )
   assert ok("[draw(label=main chart)]")
-  for bad in ("[draw(label='main chart', big='10')]", "[draw(label='main chart', x='1.5e0')]",
-              "[draw(label='main chart', pts='[2, 1]')]", "[draw(label='main chart', cfg='{mode: 1}')]"):
+  for bad in (
+    "[draw(label='main chart', big='10')]",
+    "[draw(label='main chart', x='1.5e0')]",
+    "[draw(label='main chart', pts='[2, 1]')]",
+    "[draw(label='main chart', cfg='{mode: 1}')]",
+  ):
     assert not ok(bad), bad
   assert to_js("new Array(1, 'a')", "array") == [1, "a"] and to_js("{a: [1, {b: true}]}", "dict") == {
-      "a": [1, {"b": True}]}
-  for value, kind, item in [("s", "String", None), (10, "Bigint", None), ([[1.0, 2.0]], "array", "array"),
-                            ({"k": ["v", 1]}, "dict", None), (4.0, "float", None)]:
+    "a": [1, {"b": True}]
+  }
+  for value, kind, item in [
+    ("s", "String", None),
+    (10, "Bigint", None),
+    ([[1.0, 2.0]], "array", "array"),
+    ({"k": ["v", 1]}, "dict", None),
+    (4.0, "float", None),
+  ]:
     assert to_js(js_source(value, kind, item), kind, item) == value
 
 
 # ------------------------------------------------------------------------------------------------ multi-turn turns
 
 
-TURN_DOCS = [_doc("cd", {"folder": {"type": "string"}}, ["folder"]),
-             _doc("mv", {"source": {"type": "string"}, "destination": {"type": "string"}}, ["source", "destination"]),
-             _doc("ls", {"a": {"type": "boolean", "default": False}}, []),
-             _doc("post", {"content": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"},
-                                                                   "default": []}}, ["content"])]
+TURN_DOCS = [
+  _doc("cd", {"folder": {"type": "string"}}, ["folder"]),
+  _doc("mv", {"source": {"type": "string"}, "destination": {"type": "string"}}, ["source", "destination"]),
+  _doc("ls", {"a": {"type": "boolean", "default": False}}, []),
+  _doc(
+    "post",
+    {"content": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}, "default": []}},
+    ["content"],
+  ),
+]
 
 
 def _turn_ok(output, calls):
@@ -238,9 +354,10 @@ def test_categories_and_item_counts(items):
   assert turns[0].id == "multi_turn_long_context_0-turn-0" and turns[3].id == "multi_turn_long_context_0-turn-3"
   assert [m["role"] for m in turns[2].messages] == ["system", "user", "assistant", "user", "assistant", "user"]
   assert turns[1].messages[2]["content"] == (
-      "[cd(folder='document'), mkdir(dir_name='temp'), mv(source='final_report.pdf', destination='temp')]")
-  assert "\"name\": \"cp\"" not in turns[0].messages[0]["content"]          # excluded_function
-  assert "\"name\": \"post_tweet\"" in turns[0].messages[0]["content"]      # TwitterAPI docs
+    "[cd(folder='document'), mkdir(dir_name='temp'), mv(source='final_report.pdf', destination='temp')]"
+  )
+  assert "\"name\": \"cp\"" not in turns[0].messages[0]["content"]  # excluded_function
+  assert "\"name\": \"post_tweet\"" in turns[0].messages[0]["content"]  # TwitterAPI docs
 
 
 @pytest.mark.parametrize("style", ["bfcl", "toolrl"])
@@ -280,9 +397,18 @@ def _perturb(value):
   return {**value, "zz": 1}
 
 
-@pytest.mark.parametrize("item_id", ["simple_python_0", "simple_java_18", "simple_javascript_17", "parallel_3",
-                                     "live_multiple_0-0-0", "live_parallel_multiple_1-1-0",
-                                     "multi_turn_long_context_0-turn-1"])
+@pytest.mark.parametrize(
+  "item_id",
+  [
+    "simple_python_0",
+    "simple_java_18",
+    "simple_javascript_17",
+    "parallel_3",
+    "live_multiple_0-0-0",
+    "live_parallel_multiple_1-1-0",
+    "multi_turn_long_context_0-turn-1",
+  ],
+)
 def test_perturbing_one_gold_value_flips_a_real_item(items, item_id):
   item = next(i for i in items if i.id == item_id)
   oracle = BENCH.oracle_output(item)
@@ -325,10 +451,19 @@ def test_aggregate_follows_the_leaderboard_formulas():
   def results(split, correct, n):
     return [ItemResult(f"{split}-{i}", split, i < correct, float(i < correct)) for i in range(n)]
 
-  rs = (results("simple_python", 4, 4) + results("simple_java", 0, 2) + results("simple_javascript", 1, 2)
-        + results("multiple", 1, 2) + results("parallel", 2, 2) + results("parallel_multiple", 0, 2)
-        + results("live_simple", 1, 1) + results("live_multiple", 0, 9) + results("irrelevance", 1, 2)
-        + results("live_irrelevance", 1, 1) + results("live_relevance", 1, 4))
+  rs = (
+    results("simple_python", 4, 4)
+    + results("simple_java", 0, 2)
+    + results("simple_javascript", 1, 2)
+    + results("multiple", 1, 2)
+    + results("parallel", 2, 2)
+    + results("parallel_multiple", 0, 2)
+    + results("live_simple", 1, 1)
+    + results("live_multiple", 0, 9)
+    + results("irrelevance", 1, 2)
+    + results("live_irrelevance", 1, 1)
+    + results("live_relevance", 1, 4)
+  )
   m = BENCH.aggregate(rs)
   simple = (1.0 + 0.0 + 0.5) / 3
   assert m["non_live/simple"] == pytest.approx(simple)
@@ -356,66 +491,167 @@ def test_checker_helpers():
 # ------------------------------------------------------------------------------------------------ official mode
 
 OFFICIAL = BfclBenchmark()  # the default mode: bfcl-eval's verdicts
-LIST_DOC = _doc("stats.mean", {"values": {"type": "array", "items": {"type": "float"}},
-                               "labels": {"type": "array", "items": {"type": "string"}}}, ["values"])
-CACHE_DOC = _doc("Cache.get", {"keys": {"type": "Array", "items": {"type": "String"}}, "ttl": {"type": "long"}},
-                ["keys"])
+LIST_DOC = _doc(
+  "stats.mean",
+  {"values": {"type": "array", "items": {"type": "float"}}, "labels": {"type": "array", "items": {"type": "string"}}},
+  ["values"],
+)
+CACHE_DOC = _doc(
+  "Cache.get", {"keys": {"type": "Array", "items": {"type": "String"}}, "ttl": {"type": "long"}}, ["keys"]
+)
 SAY_DOC = _doc("say", {"text": {"type": "String"}}, ["text"])
 PAIR_DOC = _doc("f", {"x": {"type": "integer"}}, ["x"])
 # (kind, category, functions, answers, output, official verdict, lenient verdict); each official verdict is the one
 # bfcl-eval 2026.3.23 gives (checked with genenv_jax.scripts.bfcl_agreement's reference).
 OFFICIAL_CASES = [
-    ("think prefix", "simple_python", [DOC], [ANSWER], "<think>ok</think>[geo.distance(city='NYC', km=5)]",
-     False, True),
-    ("python fence", "simple_python", [DOC], [ANSWER], "```python\n[geo.distance(city='NYC', km=5)]\n```",
-     False, True),
-    ("plain fence", "simple_python", [DOC], [ANSWER], "```\n[geo.distance(city='NYC', km=5)]\n```", True, True),
-    ("tool_call json", "simple_python", [DOC], [ANSWER],
-     '<tool_call>\n{"name": "geo.distance", "arguments": {"city": "NYC", "km": 5}}\n</tool_call>', False, True),
-    ("set of calls", "simple_python", [DOC], [ANSWER], "{geo.distance(city='NYC', km=5)}", False, False),
-    ("set literal value", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=5, tags={'a', 'b'})]",
-     False, True),
-    ("positional dropped", "simple_python", [DOC], [ANSWER], "[geo.distance('x', city='NYC', km=5)]", True, False),
-    ("unary plus negates", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=+5)]", False, True),
-    ("parallel greedy", "parallel", [PAIR_DOC], [{"f": {"x": [1, 2]}}, {"f": {"x": [1]}}], "[f(x=1), f(x=2)]",
-     False, True),
-    ("parallel greedy, other order", "parallel", [PAIR_DOC], [{"f": {"x": [1, 2]}}, {"f": {"x": [1]}}],
-     "[f(x=2), f(x=1)]", True, True),
-    ("empty list for optional", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=5, tags=[])]",
-     True, False),
-    ("int for float at top level", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=5)]", True, True),
-    ("int for float inside a list", "simple_python", [LIST_DOC], [{"stats.mean": {"values": [[1.0, 2.0]]}}],
-     "[stats.mean(values=[1, 2])]", False, True),
-    ("java string array keeps quotes", "simple_java", [CACHE_DOC],
-     [{"Cache.get": {"keys": [["a", "b"]], "ttl": [""]}}], '[Cache.get(keys="new String[]{\\"a\\", \\"b\\"}")]',
-     False, True),
-    ("java long", "simple_java", [CACHE_DOC], [{"Cache.get": {"keys": [[]], "ttl": [5]}}],
-     "[Cache.get(keys='new String[]{}', ttl='5L')]", True, True),
-    ("js escaped quotes", "simple_javascript", [SAY_DOC], [{"say": {"text": ['say "hi"']}}],
-     '[say(text="say \\"hi\\"")]', False, True),
-    ("irrelevance: fenced call is no call", "irrelevance", [DOC], None,
-     "```python\n[geo.distance(city='NYC', km=5)]\n```", True, False),
-    ("irrelevance: json call is no call", "irrelevance", [DOC], None,
-     '<tool_call>\n{"name": "geo.distance", "arguments": {"city": "NYC"}}\n</tool_call>', True, False),
-    ("irrelevance: a call", "irrelevance", [DOC], None, "[geo.distance(city='NYC')]", False, False),
-    ("relevance: empty call counts", "live_relevance", [DOC], None, "[geo.distance()]", True, True),
-    ("no brackets", "simple_python", [DOC], [ANSWER], "geo.distance(city='NYC', km=5)", True, True),
-    ("leading prose", "simple_python", [DOC], [ANSWER], "Sure: [geo.distance(city='NYC', km=5)]", False, False),
-    ("one call a line", "parallel", [PAIR_DOC], [{"f": {"x": [1]}}, {"f": {"x": [2]}}], "[f(x=1)]\n[f(x=2)]",
-     False, False),
-    ("strings standardised", "simple_python", [DOC], [ANSWER], "[geo.distance(city='new york ny', km=5)]", True, True),
-    ("json true is a name", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=5, exact=true)]",
-     False, False),
-    ("required missing", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC')]", False, False),
-    ("multiple: one call only", "multiple", [DOC, OTHER], [ANSWER],
-     "[geo.distance(city='NYC', km=5), geo.area(city='x')]", False, False),
+  ("think prefix", "simple_python", [DOC], [ANSWER], "<think>ok</think>[geo.distance(city='NYC', km=5)]", False, True),
+  ("python fence", "simple_python", [DOC], [ANSWER], "```python\n[geo.distance(city='NYC', km=5)]\n```", False, True),
+  ("plain fence", "simple_python", [DOC], [ANSWER], "```\n[geo.distance(city='NYC', km=5)]\n```", True, True),
+  (
+    "tool_call json",
+    "simple_python",
+    [DOC],
+    [ANSWER],
+    '<tool_call>\n{"name": "geo.distance", "arguments": {"city": "NYC", "km": 5}}\n</tool_call>',
+    False,
+    True,
+  ),
+  ("set of calls", "simple_python", [DOC], [ANSWER], "{geo.distance(city='NYC', km=5)}", False, False),
+  (
+    "set literal value",
+    "simple_python",
+    [DOC],
+    [ANSWER],
+    "[geo.distance(city='NYC', km=5, tags={'a', 'b'})]",
+    False,
+    True,
+  ),
+  ("positional dropped", "simple_python", [DOC], [ANSWER], "[geo.distance('x', city='NYC', km=5)]", True, False),
+  ("unary plus negates", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=+5)]", False, True),
+  (
+    "parallel greedy",
+    "parallel",
+    [PAIR_DOC],
+    [{"f": {"x": [1, 2]}}, {"f": {"x": [1]}}],
+    "[f(x=1), f(x=2)]",
+    False,
+    True,
+  ),
+  (
+    "parallel greedy, other order",
+    "parallel",
+    [PAIR_DOC],
+    [{"f": {"x": [1, 2]}}, {"f": {"x": [1]}}],
+    "[f(x=2), f(x=1)]",
+    True,
+    True,
+  ),
+  (
+    "empty list for optional",
+    "simple_python",
+    [DOC],
+    [ANSWER],
+    "[geo.distance(city='NYC', km=5, tags=[])]",
+    True,
+    False,
+  ),
+  ("int for float at top level", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC', km=5)]", True, True),
+  (
+    "int for float inside a list",
+    "simple_python",
+    [LIST_DOC],
+    [{"stats.mean": {"values": [[1.0, 2.0]]}}],
+    "[stats.mean(values=[1, 2])]",
+    False,
+    True,
+  ),
+  (
+    "java string array keeps quotes",
+    "simple_java",
+    [CACHE_DOC],
+    [{"Cache.get": {"keys": [["a", "b"]], "ttl": [""]}}],
+    '[Cache.get(keys="new String[]{\\"a\\", \\"b\\"}")]',
+    False,
+    True,
+  ),
+  (
+    "java long",
+    "simple_java",
+    [CACHE_DOC],
+    [{"Cache.get": {"keys": [[]], "ttl": [5]}}],
+    "[Cache.get(keys='new String[]{}', ttl='5L')]",
+    True,
+    True,
+  ),
+  (
+    "js escaped quotes",
+    "simple_javascript",
+    [SAY_DOC],
+    [{"say": {"text": ['say "hi"']}}],
+    '[say(text="say \\"hi\\"")]',
+    False,
+    True,
+  ),
+  (
+    "irrelevance: fenced call is no call",
+    "irrelevance",
+    [DOC],
+    None,
+    "```python\n[geo.distance(city='NYC', km=5)]\n```",
+    True,
+    False,
+  ),
+  (
+    "irrelevance: json call is no call",
+    "irrelevance",
+    [DOC],
+    None,
+    '<tool_call>\n{"name": "geo.distance", "arguments": {"city": "NYC"}}\n</tool_call>',
+    True,
+    False,
+  ),
+  ("irrelevance: a call", "irrelevance", [DOC], None, "[geo.distance(city='NYC')]", False, False),
+  ("relevance: empty call counts", "live_relevance", [DOC], None, "[geo.distance()]", True, True),
+  ("no brackets", "simple_python", [DOC], [ANSWER], "geo.distance(city='NYC', km=5)", True, True),
+  ("leading prose", "simple_python", [DOC], [ANSWER], "Sure: [geo.distance(city='NYC', km=5)]", False, False),
+  (
+    "one call a line",
+    "parallel",
+    [PAIR_DOC],
+    [{"f": {"x": [1]}}, {"f": {"x": [2]}}],
+    "[f(x=1)]\n[f(x=2)]",
+    False,
+    False,
+  ),
+  ("strings standardised", "simple_python", [DOC], [ANSWER], "[geo.distance(city='new york ny', km=5)]", True, True),
+  (
+    "json true is a name",
+    "simple_python",
+    [DOC],
+    [ANSWER],
+    "[geo.distance(city='NYC', km=5, exact=true)]",
+    False,
+    False,
+  ),
+  ("required missing", "simple_python", [DOC], [ANSWER], "[geo.distance(city='NYC')]", False, False),
+  (
+    "multiple: one call only",
+    "multiple",
+    [DOC, OTHER],
+    [ANSWER],
+    "[geo.distance(city='NYC', km=5), geo.area(city='x')]",
+    False,
+    False,
+  ),
 ]
 
 
-@pytest.mark.parametrize("kind,category,functions,answers,output,official,lenient", OFFICIAL_CASES,
-                         ids=[c[0] for c in OFFICIAL_CASES])
-def test_official_mode_reproduces_bfcl_eval_and_lenient_differs(kind, category, functions, answers, output, official,
-                                                                 lenient):
+@pytest.mark.parametrize(
+  "kind,category,functions,answers,output,official,lenient", OFFICIAL_CASES, ids=[c[0] for c in OFFICIAL_CASES]
+)
+def test_official_mode_reproduces_bfcl_eval_and_lenient_differs(
+  kind, category, functions, answers, output, official, lenient
+):
   language = {"simple_java": "java", "simple_javascript": "javascript"}.get(category, "python")
   item = _item(category, answers, functions=functions, language=language)
   result = OFFICIAL.score(item, output)
@@ -450,8 +686,9 @@ def test_official_oracle_passes_every_python_item(items):
 def test_official_decoder_values():
   """The prompting decoder's value rules (bfcl_official docstring), each checked against bfcl-eval 2026.3.23."""
   decoded = bfcl_official.decode("[f(a=x, b=g(1), c=d[0], d=(1,2), e=+3, h=..., i=m.n(k=1), j=2*3)]")
-  assert decoded == [{"f": {"a": "x", "b": "g(1)", "c": "d[0]", "d": (1, 2), "e": -3, "h": "...",
-                            "i": {"m.n": {"k": 1}}, "j": 6}}]
+  assert decoded == [
+    {"f": {"a": "x", "b": "g(1)", "c": "d[0]", "d": (1, 2), "e": -3, "h": "...", "i": {"m.n": {"k": 1}}, "j": 6}}
+  ]
   assert bfcl_official.decode("f(1, a=1)") == [{"f": {"a": 1}}]  # brackets added, the positional argument dropped
   for output in ("[f(a=x.y)]", "[f(a={1, 2})]", "[f(a=lambda: 1)]", "[1, f()]", "<think>x</think>[f()]"):
     with pytest.raises(bfcl_official.DecodeError):
@@ -486,15 +723,29 @@ def test_evaluate_bfcl_mode_flag(items, shared_data, tmp_path, capsys):
   accuracy = {}
   for mode in (None, "official", "lenient"):
     out = tmp_path / f"{mode}.jsonl"
-    argv = ["--benchmark", "bfcl", "--split", "simple_python", "--limit", "3", "--data-dir", str(shared_data),
-            "--predictions", str(predictions), "--output", str(out), "--quiet"] + (["--bfcl-mode", mode] if mode else [])
+    argv = [
+      "--benchmark",
+      "bfcl",
+      "--split",
+      "simple_python",
+      "--limit",
+      "3",
+      "--data-dir",
+      str(shared_data),
+      "--predictions",
+      str(predictions),
+      "--output",
+      str(out),
+      "--quiet",
+    ] + (["--bfcl-mode", mode] if mode else [])
     assert evaluate.main(argv) == 0, capsys.readouterr().err
     record = json.loads(out.with_suffix(".metrics.json").read_text())
     assert record["bfcl_mode"] == (mode or "official")
     accuracy[mode] = record["metrics"]["simple_python/accuracy"]
   assert accuracy == {None: 0.0, "official": 0.0, "lenient": 1.0}
-  rc = evaluate.main(["--benchmark", "bamboogle", "--agent", "oracle", "--bfcl-mode", "lenient", "--data-dir",
-                      str(shared_data)])
+  rc = evaluate.main(
+    ["--benchmark", "bamboogle", "--agent", "oracle", "--bfcl-mode", "lenient", "--data-dir", str(shared_data)]
+  )
   assert rc == 2 and "--bfcl-mode is for --benchmark bfcl only" in capsys.readouterr().err
 
 
@@ -503,7 +754,11 @@ def test_source_parser_bounds_nesting(parse):
   """Nesting past bfcl_source.MAX_DEPTH is a syntax error (not a RecursionError); real answers nest far less."""
   depth = bfcl_source.MAX_DEPTH
   assert parse("f(a=" + "(" * (depth - 5) + "1" + ")" * (depth - 5) + ")")
-  for text in ("f(a=" + "(" * 5000 + "1" + ")" * 5000 + ")", "{" * (depth + 1) + "}" * (depth + 1),
-               "f(a=" + "- " * 5000 + "1)", "f(a=" + "b=" * 5000 + "1)"):
+  for text in (
+    "f(a=" + "(" * 5000 + "1" + ")" * 5000 + ")",
+    "{" * (depth + 1) + "}" * (depth + 1),
+    "f(a=" + "- " * 5000 + "1)",
+    "f(a=" + "b=" * 5000 + "1)",
+  ):
     with pytest.raises(bfcl_source.SourceSyntaxError, match="nests deeper"):
       parse(text)

@@ -13,13 +13,13 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from genenv_jax.training import checkpointing as C
 
 
 class Tiny(nnx.Module):
-
   def __init__(self, rngs: nnx.Rngs):
     self.layers = nnx.List([nnx.Linear(4, 8, rngs=rngs), nnx.Linear(8, 4, rngs=rngs)])
     self.scale = nnx.Param(jnp.full((4,), 2.0, jnp.bfloat16))
@@ -33,9 +33,15 @@ def make_state(seed: int = 0) -> dict:
   grads = jax.tree.map(jnp.ones_like, params)
   updates, opt_state = tx.update(grads, opt_state, params)  # non-trivial moments and count
   params = optax.apply_updates(params, updates)
-  return {"params": params, "opt": opt_state, "model": model_state, "step": jnp.int32(7), "epoch": 3 + seed,
-          "rng": jax.random.key(seed + 1), "nested": {"pool": {"ids": jnp.arange(6, dtype=jnp.int32).reshape(2, 3),
-                                                               "mask": jnp.array([True, False])}}}
+  return {
+    "params": params,
+    "opt": opt_state,
+    "model": model_state,
+    "step": jnp.int32(7),
+    "epoch": 3 + seed,
+    "rng": jax.random.key(seed + 1),
+    "nested": {"pool": {"ids": jnp.arange(6, dtype=jnp.int32).reshape(2, 3), "mask": jnp.array([True, False])}},
+  }
 
 
 def assert_bitwise_equal(a, b):
@@ -88,15 +94,15 @@ def test_nnx_states_are_saved_as_pure_dicts(tmp_path):
 
 
 def test_restore_onto_a_mesh_uses_the_target_shardings(tmp_path):
-  state = {"w": jnp.arange(64.0).reshape(8, 8), "keys": jax.random.split(jax.random.key(3), 8),
-           "count": jnp.int32(4)}
+  state = {"w": jnp.arange(64.0).reshape(8, 8), "keys": jax.random.split(jax.random.key(3), 8), "count": jnp.int32(4)}
   with C.Checkpointer(tmp_path, save_every=1) as ckpt:
     ckpt.save(3, state, {"note": "unsharded"})
     ckpt.wait()
     mesh = jax.make_mesh((2, 2, 2), ("data", "fsdp", "tensor"))
     specs = {"w": P(("data", "fsdp"), "tensor"), "keys": P("data"), "count": P()}
-    abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, s)),
-                            state, specs)
+    abstract = jax.tree.map(
+      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, s)), state, specs
+    )
     restored, _ = ckpt.restore(3, abstract)
   for name, spec in specs.items():
     assert restored[name].sharding == NamedSharding(mesh, spec), name

@@ -4,19 +4,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from coevolution_configs import tiny_config
-from genenv_jax.sampling import sampler as sampling
+
 from genenv_jax.coevolution.build import build
 from genenv_jax.coevolution.step import Coevolution
+from genenv_jax.sampling import sampler as sampling
 
 
 def run_steps(config, num_steps, devices=None, coevolution_cls=None):
   run, state = build(config, devices=devices)
   co = run.coevolution
   if coevolution_cls is not None:
-    co = coevolution_cls(co.agent_graphdef, co.env_graphdef, co.domain, co.agent_optimizer, co.env_optimizer,
-                         co.settings)
+    co = coevolution_cls(
+      co.agent_graphdef, co.env_graphdef, co.domain, co.agent_optimizer, co.env_optimizer, co.settings
+    )
   step = co.jit_step(run.state_shardings)
   history = []
   with jax.set_mesh(run.mesh):
@@ -51,9 +52,24 @@ def test_step_compiles_once_and_updates_everything(one_device):
   assert step._cache_size() == 1
   assert int(state.step) == 3
   m = history[-1]
-  for tag in ("agent/reward_mean", "agent/kl", "agent/clip_frac", "agent/zero_std_frac", "agent/entropy",
-              "agent/grad_norm", "env/p_hat_mean", "env/band_frac", "env/invalid_frac", "env/r_env_mean",
-              "env/difficulty_mean", "env/nll", "env/kl", "env/update_kl", "env/cap_scale", "pool/train_size"):
+  for tag in (
+    "agent/reward_mean",
+    "agent/kl",
+    "agent/clip_frac",
+    "agent/zero_std_frac",
+    "agent/entropy",
+    "agent/grad_norm",
+    "env/p_hat_mean",
+    "env/band_frac",
+    "env/invalid_frac",
+    "env/r_env_mean",
+    "env/difficulty_mean",
+    "env/nll",
+    "env/kl",
+    "env/update_kl",
+    "env/cap_scale",
+    "pool/train_size",
+  ):
     assert tag in m and np.isfinite(m[tag]), tag
   # parameters moved away from the (frozen) references
   delta = jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), state.agent, state.agent_ref)
@@ -73,8 +89,11 @@ def test_sharded_step_matches_one_device(mesh, one_device, mesh_222):
     for key, value in ref.items():
       np.testing.assert_allclose(ours[key], value, rtol=1e-3, atol=1e-4, err_msg=key)
   for name in ("agent", "env"):
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5),
-                 getattr(state, name), getattr(ref_state, name))
+    jax.tree.map(
+      lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5),
+      getattr(state, name),
+      getattr(ref_state, name),
+    )
 
 
 def test_optimizer_moments_are_sharded_like_their_parameters(mesh_222):
@@ -83,8 +102,11 @@ def test_optimizer_moments_are_sharded_like_their_parameters(mesh_222):
   params = {jax.tree_util.keystr(p): x.sharding for p, x in jax.tree_util.tree_leaves_with_path(state.agent)}
   sharded = [s for s in params.values() if not s.is_fully_replicated]
   assert sharded, "the 2x2x2 mesh should shard some agent parameters"
-  moments = [x for p, x in jax.tree_util.tree_leaves_with_path(state.agent_opt)
-             if any(jax.tree_util.keystr(p).endswith(k) for k in params)]
+  moments = [
+    x
+    for p, x in jax.tree_util.tree_leaves_with_path(state.agent_opt)
+    if any(jax.tree_util.keystr(p).endswith(k) for k in params)
+  ]
   assert len(moments) == 2 * len(params)  # mu and nu
   for path, x in jax.tree_util.tree_leaves_with_path(state.agent_opt):
     key = next((k for k in params if jax.tree_util.keystr(path).endswith(k)), None)
@@ -97,8 +119,14 @@ def test_host_verifier_on_a_mesh_gives_identical_rewards_inside_the_step(mesh_22
   _, _, jax_history, _ = mesh_222
   config = tiny_config(**COMPARABLE, mesh=dict(data=2, fsdp=2, tensor=2), **{"domain.verifier": "host"})
   _, _, host_history, _ = run_steps(config, 3)
-  for key in ("agent/reward_mean", "agent/accuracy", "env/p_hat_mean", "env/invalid_frac",
-              "env/difficulty_mean", "replay/p_hat_mean"):
+  for key in (
+    "agent/reward_mean",
+    "agent/accuracy",
+    "env/p_hat_mean",
+    "env/invalid_frac",
+    "env/difficulty_mean",
+    "replay/p_hat_mean",
+  ):
     assert [float(m[key]) for m in host_history] == [float(m[key]) for m in jax_history], key
 
 
@@ -137,10 +165,11 @@ def test_non_finite_update_is_skipped_and_counted():
   jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), state.agent, ref.agent)
 
 
-@pytest.mark.parametrize("overrides", [{"mode": "grpo"}, {"env.train": False}, {"env.objective": "pg",
-                                                                                "env.samples_per_seed": 2,
-                                                                                "env.num_seeds": 4}],
-                         ids=["grpo", "random", "pg"])
+@pytest.mark.parametrize(
+  "overrides",
+  [{"mode": "grpo"}, {"env.train": False}, {"env.objective": "pg", "env.samples_per_seed": 2, "env.num_seeds": 4}],
+  ids=["grpo", "random", "pg"],
+)
 def test_ablations_run(overrides):
   _, state, history, _ = run_steps(tiny_config(**overrides), 2, devices=jax.devices()[:1])
   assert int(state.step) == 2
@@ -166,8 +195,16 @@ def test_reference_per_minibatch_under_remat_at_the_sampling_temperature():
   T = 0.7. With a zero learning rate the policy never moves, so every ratio is 1 and the KL to the reference 0: the
   sampler's log-probs and the update's are one definition. Replayed seed tasks only (mode grpo), so that every
   mini-batch has tokens (the metrics are means over mini-batches)."""
-  config = tiny_config(**{"mode": "grpo", "agent.model.remat": True, "agent.grpo.minibatches": 2,
-                          "agent.sampling.temperature": 0.7, "agent.logprob_chunk": 2, "agent.optimizer.lr": 0.0})
+  config = tiny_config(
+    **{
+      "mode": "grpo",
+      "agent.model.remat": True,
+      "agent.grpo.minibatches": 2,
+      "agent.sampling.temperature": 0.7,
+      "agent.logprob_chunk": 2,
+      "agent.optimizer.lr": 0.0,
+    }
+  )
   _, state, history, _ = run_steps(config, 1, devices=jax.devices()[:1])
   m = history[0]
   assert float(m["agent/num_tokens"]) > 0

@@ -16,13 +16,26 @@ def fake_summary(seed, acc_first, acc_last, p_hat, n=300, order_seed=100):
   order = np.random.default_rng(order_seed + seed).permutation(n)
   correct = np.zeros(n, int)
   correct[order[: round(acc_last * n)]] = 1
-  steps = [{"step": t, "p_hat_mean": p + 0.01 * rng.standard_normal(), "difficulty_mean": 3 + 0.01 * t,
-            "band_frac": 0.2} for t, p in zip(range(1, 9), p_hat)]
-  evals = [{"step": 0, "accuracy": acc_first, "n": n, "by_difficulty": {"2": acc_first, "3": acc_first}},
-           {"step": 8, "accuracy": float(correct.mean()), "n": n, "correct": correct.tolist(),
-            "by_difficulty": {"2": 0.9, "3": 0.5}}]
-  return {"config": {"total_steps": 8, "env": {"curriculum": {"alpha": 0.5, "k_min": 0.1}}}, "steps": steps,
-          "evals": evals, "final_step": 8}
+  steps = [
+    {"step": t, "p_hat_mean": p + 0.01 * rng.standard_normal(), "difficulty_mean": 3 + 0.01 * t, "band_frac": 0.2}
+    for t, p in zip(range(1, 9), p_hat)
+  ]
+  evals = [
+    {"step": 0, "accuracy": acc_first, "n": n, "by_difficulty": {"2": acc_first, "3": acc_first}},
+    {
+      "step": 8,
+      "accuracy": float(correct.mean()),
+      "n": n,
+      "correct": correct.tolist(),
+      "by_difficulty": {"2": 0.9, "3": 0.5},
+    },
+  ]
+  return {
+    "config": {"total_steps": 8, "env": {"curriculum": {"alpha": 0.5, "k_min": 0.1}}},
+    "steps": steps,
+    "evals": evals,
+    "final_step": 8,
+  }
 
 
 def write_runs(root, table):
@@ -56,8 +69,7 @@ def test_report_figures_gaps_and_files(tmp_path):
   assert g["random"]["verdict"] == "shown"
   assert g["static"]["verdict"] == "not shown" and g["static"]["ci95"][0] < 0 < g["static"]["ci95"][1]
   assert "| random | 3 | +0.100" in text and "not shown" in text
-  for name in ("report.md", "report_p_hat_mean.png", "report_difficulty_mean.png",
-               "report_accuracy_by_difficulty.png"):
+  for name in ("report.md", "report_p_hat_mean.png", "report_difficulty_mean.png", "report_accuracy_by_difficulty.png"):
     assert (tmp_path / name).stat().st_size > 0, name
 
 

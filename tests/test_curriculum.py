@@ -118,13 +118,16 @@ def test_curriculum_targets_g10():
 # ------------------------------------------------------------------------------------------------------- KL cap
 
 
-@pytest.mark.parametrize("kl,skip,scale,sqrt", [
-  (0.02, 1.0, 1.0, 1.0),       # under the cap
-  (0.05, 1.0, 1.0, 1.0),       # at the cap: not "> max_kl"
-  (0.1, 0.0, 0.5, 0.707107),   # .05/.1 = .5, sqrt(.5) = .707107
-  (0.2, 0.0, 0.25, 0.5),       # .05/.2 = .25, sqrt = .5
-  (0.0, 1.0, 1.0, 1.0),
-])
+@pytest.mark.parametrize(
+  "kl,skip,scale,sqrt",
+  [
+    (0.02, 1.0, 1.0, 1.0),  # under the cap
+    (0.05, 1.0, 1.0, 1.0),  # at the cap: not "> max_kl"
+    (0.1, 0.0, 0.5, 0.707107),  # .05/.1 = .5, sqrt(.5) = .707107
+    (0.2, 0.0, 0.25, 0.5),  # .05/.2 = .25, sqrt = .5
+    (0.0, 1.0, 1.0, 1.0),
+  ],
+)
 def test_kl_cap_scale(kl, skip, scale, sqrt):
   np.testing.assert_allclose(cur.kl_cap_scale(kl, 0.05, "skip"), skip)
   np.testing.assert_allclose(cur.kl_cap_scale(kl, 0.05, "scale"), scale, rtol=1e-6)
@@ -200,9 +203,13 @@ def test_pg_env_loss_advantages():
   # seed 0: R all .5 -> A = 0.  seed 1: R = [1, 0, 0, 0] -> A = [1.5, -.5, -.5, -.5] (σ = .5).
   # seed 2: three valid tasks at p̂ = α (R_env = 1) and one parse failure (env_reward -> 0): R = [1, 1, 1, 0],
   # μ = .75, deviations [.25, .25, .25, -.75], var = (3·.0625 + .5625)/3 = .25, σ = .5 -> A = [.5, .5, .5, -1.5]
-  r_env = jnp.concatenate([
-    jnp.full(4, 0.5), jnp.array([1.0, 0.0, 0.0, 0.0]),
-    cur.env_reward(jnp.full(4, 0.5), jnp.array([True, True, True, False]))])
+  r_env = jnp.concatenate(
+    [
+      jnp.full(4, 0.5),
+      jnp.array([1.0, 0.0, 0.0, 0.0]),
+      cur.env_reward(jnp.full(4, 0.5), jnp.array([True, True, True, False])),
+    ]
+  )
   mask = jnp.ones((12, 1), bool)
 
   def total(lp):
@@ -239,14 +246,16 @@ def test_everything_jits():
   jitted = jax.jit(cur.curriculum_targets)(rewards, valid)
   for k in ("p_hat", "r_env", "keep", "weights", "keep_frac"):
     np.testing.assert_allclose(jitted[k], eager[k], rtol=1e-6)
-  np.testing.assert_allclose(jax.jit(cur.kl_cap_scale, static_argnames="mode")(0.1, 0.05, mode="sqrt"), 0.707107,
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    jax.jit(cur.kl_cap_scale, static_argnames="mode")(0.1, 0.05, mode="sqrt"), 0.707107, rtol=1e-6
+  )
   logp = jnp.log(jnp.full((2, 2), 0.5))
   ref = jnp.log(jnp.array([[0.25, 0.25], [0.5, 0.5]]))
   w = jnp.array([0.25, 0.75])
   f = functools.partial(cur.rwr_env_loss, kl_coef=0.1)
-  np.testing.assert_allclose(jax.jit(f)(logp, jnp.ones((2, 2), bool), w, ref)[0], f(logp, jnp.ones((2, 2), bool), w,
-                                                                                     ref)[0], rtol=1e-6)
+  np.testing.assert_allclose(
+    jax.jit(f)(logp, jnp.ones((2, 2), bool), w, ref)[0], f(logp, jnp.ones((2, 2), bool), w, ref)[0], rtol=1e-6
+  )
   r = jnp.array([1.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5])
   pg = jax.jit(cur.pg_env_loss, static_argnames=("samples_per_seed",))
   out = pg(jnp.zeros((8, 3)), jnp.zeros((8, 3)), jnp.zeros((8, 3)), r, jnp.ones((8, 3), bool), samples_per_seed=4)

@@ -21,14 +21,21 @@ import threading
 import zipfile
 
 import pytest
-
 from conftest import PROJECT_ROOT
+
 from genenv_jax import data, evaluate
 from genenv_jax.data import fetch as fetching
 from genenv_jax.data import location
 from genenv_jax.data.__main__ import list_datasets, record_digests
-from genenv_jax.data.manifest import (MANIFEST_PATH, MISSING, PRESENT, QUARANTINE, dataset_status, dump_manifest,
-                                      load_manifest)
+from genenv_jax.data.manifest import (
+  MANIFEST_PATH,
+  MISSING,
+  PRESENT,
+  QUARANTINE,
+  dataset_status,
+  dump_manifest,
+  load_manifest,
+)
 
 SMALL = ("bamboogle", "api_bank")  # github-sourced datasets small enough to copy in every test
 
@@ -50,8 +57,14 @@ def make_mirror(shared: pathlib.Path, root: pathlib.Path, names=SMALL) -> pathli
 
 
 def _run_cli(*args: str, env: dict[str, str] | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, "-m", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                        timeout=timeout, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), **(env or {})})
+  return subprocess.run(
+    [sys.executable, "-m", *args],
+    cwd=PROJECT_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), **(env or {})},
+  )
 
 
 # ---- the resolver ----------------------------------------------------------------------------------------------------
@@ -72,9 +85,13 @@ def test_resolver_order(monkeypatch, tmp_path):
 def test_product_code_never_names_the_shared_folder():
   pattern = re.compile(r"\.\./shared|shared/data")
   files = [p for top in ("genenv_jax", "configs") for p in (PROJECT_ROOT / top).rglob("*")]
-  hits = [f"{p.relative_to(PROJECT_ROOT)}:{n}" for p in files
-          if p.is_file() and p.suffix in (".py", ".json", ".md", ".toml")
-          for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+  hits = [
+    f"{p.relative_to(PROJECT_ROOT)}:{n}"
+    for p in files
+    if p.is_file() and p.suffix in (".py", ".json", ".md", ".toml")
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+    if pattern.search(line)
+  ]
   assert hits == []
 
 
@@ -88,13 +105,15 @@ def test_manifest_pins_every_file_of_the_real_data(shared_data):
   on_disk = {p.relative_to(shared_data).as_posix() for p in shared_data.rglob("*") if p.is_file()} - {"README.md"}
   assert listed == on_disk and len(listed) == 537
   for s in m.sources.values():  # full commits or a wheel pinned by its digest: nothing floats
-    assert (s.kind == "github" and re.fullmatch(r"[0-9a-f]{40}", s.commit)) or \
-           (s.kind == "pypi" and re.fullmatch(r"[0-9a-f]{64}", s.sha256) and s.size > 0)
+    assert (s.kind == "github" and re.fullmatch(r"[0-9a-f]{40}", s.commit)) or (
+      s.kind == "pypi" and re.fullmatch(r"[0-9a-f]{64}", s.sha256) and s.size > 0
+    )
   assert m.sources["bfcl_eval_wheel"].package == "bfcl-eval"
   # the shared copy passes the checks, and `list` says so; re-recording its digests changes nothing
   assert all(set(dataset_status(shared_data, d).values()) == {PRESENT} for d in m.datasets.values())
-  assert [line.split()[0:1] + line.split()[-4:-3] for line in list_datasets(m, [], shared_data)[1:]] == \
-         [[name, "present"] for name in m.datasets]
+  assert [line.split()[0:1] + line.split()[-4:-3] for line in list_datasets(m, [], shared_data)[1:]] == [
+    [name, "present"] for name in m.datasets
+  ]
   assert record_digests(m, shared_data) == m
   # the file is in the canonical form that `manifest` writes (one line per file), so a regenerated one diffs cleanly
   assert dump_manifest(m) == MANIFEST_PATH.read_text(encoding="utf-8")
@@ -185,8 +204,7 @@ class MirrorHandler(http.server.SimpleHTTPRequestHandler):
 def http_mirror(shared_data, tmp_path):
   root = make_mirror(shared_data, tmp_path / "mirror")
   handler = type("Handler", (MirrorHandler,), {"fail": set(), "seen": []})
-  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                           lambda *a: handler(*a, directory=str(root)))
+  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(root)))
   thread = threading.Thread(target=server.serve_forever, daemon=True)
   thread.start()
   yield f"http://127.0.0.1:{server.server_address[1]}", handler
@@ -221,8 +239,11 @@ def test_fetch_a_pypi_wheel(shared_data, tmp_path):
   """The wheel path with a wheel of our own (two real BFCL files as its members) pinned in a test manifest."""
   m = load_manifest()
   bfcl = m.dataset("bfcl")
-  entries = [f for f in bfcl.files if f.relpath in ("bfcl/BFCL_v4_simple_java.json",
-                                                     "bfcl/possible_answer/BFCL_v4_simple_java.json")]
+  entries = [
+    f
+    for f in bfcl.files
+    if f.relpath in ("bfcl/BFCL_v4_simple_java.json", "bfcl/possible_answer/BFCL_v4_simple_java.json")
+  ]
   wheel = tmp_path / "mirror" / "pypi" / m.sources["bfcl_eval_wheel"].filename
   wheel.parent.mkdir(parents=True)
   with zipfile.ZipFile(wheel, "w") as z:
@@ -230,8 +251,9 @@ def test_fetch_a_pypi_wheel(shared_data, tmp_path):
       z.write(shared_data / f.relpath, f.path)
   blob = wheel.read_bytes()
   source = dataclasses.replace(m.sources["bfcl_eval_wheel"], sha256=hashlib.sha256(blob).hexdigest(), size=len(blob))
-  small = dataclasses.replace(m, sources={source.name: source},
-                              datasets={"bfcl": dataclasses.replace(bfcl, files=tuple(entries))})
+  small = dataclasses.replace(
+    m, sources={source.name: source}, datasets={"bfcl": dataclasses.replace(bfcl, files=tuple(entries))}
+  )
   dest = tmp_path / "data"
   report = fetching.fetch(["bfcl"], dest, mirror=(tmp_path / "mirror").as_uri(), log=_quiet, manifest=small)
   assert sorted(report.installed) == sorted(f.relpath for f in entries) and not report.failed
@@ -281,8 +303,12 @@ def test_fresh_clone_fetch_from_copy_then_evaluate_api_bank(shared_data, tmp_pat
   out = tmp_path / "oracle.jsonl"
   assert evaluate.main(["--benchmark", "api_bank", "--agent", "oracle", "--output", str(out), "--quiet"]) == 0
   # the oracle's outputs are the gold calls; scored again as a predictions file they are all correct
-  assert evaluate.main(["--benchmark", "api_bank", "--predictions", str(out), "--quiet",
-                        "--metrics-output", str(tmp_path / "m.json")]) == 0
+  assert (
+    evaluate.main(
+      ["--benchmark", "api_bank", "--predictions", str(out), "--quiet", "--metrics-output", str(tmp_path / "m.json")]
+    )
+    == 0
+  )
   metrics = json.loads((tmp_path / "m.json").read_text())
   assert metrics["data_dir"] == str(dest) and metrics["n_items"] == 597
   assert metrics["metrics"]["overall/accuracy"] == 1.0
@@ -296,8 +322,9 @@ def test_fresh_clone_fetch_from_copy_then_evaluate_api_bank(shared_data, tmp_pat
 
 def test_main_without_data_exits_2_with_the_fix(tmp_path):
   env = {"GENENV_DATA": str(tmp_path / "empty"), "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
-  proc = _run_cli("genenv_jax.main", "--config=configs/tools.py:bamboogle", f"--workdir={tmp_path}/run", env=env,
-                  timeout=240)
+  proc = _run_cli(
+    "genenv_jax.main", "--config=configs/tools.py:bamboogle", f"--workdir={tmp_path}/run", env=env, timeout=240
+  )
   assert proc.returncode == 2, proc.stderr[-3000:]
   assert "Traceback" not in proc.stderr
   assert "Bamboogle data (bamboogle) is missing" in proc.stderr
@@ -308,8 +335,9 @@ def test_main_without_data_exits_2_with_the_fix(tmp_path):
 def test_plan_without_data_plans_a_stand_in_and_says_so(tmp_path):
   """plan needs shapes, not data: a missing benchmark is planned as the arithmetic domain at the same lengths."""
   env = {"GENENV_DATA": str(tmp_path / "empty"), "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
-  proc = _run_cli("genenv_jax.plan", "--config=configs/tools.py:bamboogle", "--devices=1", "--chip=v5p",
-                  env=env, timeout=240)
+  proc = _run_cli(
+    "genenv_jax.plan", "--config=configs/tools.py:bamboogle", "--devices=1", "--chip=v5p", env=env, timeout=240
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "Bamboogle data (bamboogle) is missing" in proc.stdout + proc.stderr
   assert "planned as the arithmetic domain padded to the bamboogle lengths" in proc.stdout + proc.stderr

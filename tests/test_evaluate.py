@@ -23,18 +23,19 @@ from genenv_jax.benchmarks import registry as benchmarks
 HAS_ALFWORLD = all(importlib.util.find_spec(m) is not None for m in ("textworld", "alfworld"))
 needs_alfworld = pytest.mark.skipif(not HAS_ALFWORLD, reason="ALFWorld needs pip install -e .[alfworld]")
 LLAMA3_TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' + "
-    "m['content'] + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
-    "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+  "{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' + "
+  "m['content'] + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
+  "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+)
 
 # (benchmark, split, limit, headline metric)
 CASES = [
-    ("api_bank", None, 1, "overall/accuracy"),
-    ("bfcl", "simple_python", 2, "simple_python/accuracy"),
-    ("bfcl", "multi_turn_long_context", 2, "multi_turn_long_context/accuracy"),
-    ("bamboogle", None, 2, "em"),
-    ("travelplanner", None, 2, "final_pass_rate"),
-    pytest.param("alfworld", "valid_unseen", 2, "step_accuracy", marks=needs_alfworld),
+  ("api_bank", None, 1, "overall/accuracy"),
+  ("bfcl", "simple_python", 2, "simple_python/accuracy"),
+  ("bfcl", "multi_turn_long_context", 2, "multi_turn_long_context/accuracy"),
+  ("bamboogle", None, 2, "em"),
+  ("travelplanner", None, 2, "final_pass_rate"),
+  pytest.param("alfworld", "valid_unseen", 2, "step_accuracy", marks=needs_alfworld),
 ]
 
 
@@ -85,8 +86,9 @@ def test_registry_names_and_notes():
 @pytest.mark.parametrize("benchmark,split,limit,headline", CASES)
 def test_oracle_scores_full_marks(capsys, tmp_path, shared_data, alfworld_cache, benchmark, split, limit, headline):
   out = tmp_path / "oracle.jsonl"
-  rc, stdout, _ = run(capsys, *case_args(benchmark, split, limit, shared_data, alfworld_cache), "--agent", "oracle",
-                      "--output", out)
+  rc, stdout, _ = run(
+    capsys, *case_args(benchmark, split, limit, shared_data, alfworld_cache), "--agent", "oracle", "--output", out
+  )
   assert rc == 0, stdout
   rows, record = read_results(out)
   assert [r["id"] for r in rows] == expected_ids(benchmark, split, limit, shared_data, alfworld_cache)
@@ -101,8 +103,9 @@ def test_oracle_scores_full_marks(capsys, tmp_path, shared_data, alfworld_cache,
 @pytest.mark.parametrize("benchmark,split,limit,headline", CASES + [("bfcl", "irrelevance", 2, "irrelevance/accuracy")])
 def test_null_agent_scores_zero(capsys, tmp_path, shared_data, alfworld_cache, benchmark, split, limit, headline):
   out = tmp_path / "null.jsonl"
-  rc, _, _ = run(capsys, *case_args(benchmark, split, limit, shared_data, alfworld_cache), "--agent", "null",
-                 "--output", out)
+  rc, _, _ = run(
+    capsys, *case_args(benchmark, split, limit, shared_data, alfworld_cache), "--agent", "null", "--output", out
+  )
   assert rc == 0
   rows, record = read_results(out)
   want = 1.0 if split == "irrelevance" else 0.0  # BFCL irrelevance: making no call is right
@@ -112,8 +115,22 @@ def test_null_agent_scores_zero(capsys, tmp_path, shared_data, alfworld_cache, b
 @needs_alfworld
 def test_alfworld_episodes_oracle_wins(capsys, tmp_path, shared_data, alfworld_cache):
   out = tmp_path / "episodes.jsonl"
-  rc, stdout, _ = run(capsys, "--benchmark", "alfworld", "--episodes", "--limit", "2", "--agent", "oracle",
-                      "--data-dir", shared_data, "--cache-dir", alfworld_cache, "--output", out)
+  rc, stdout, _ = run(
+    capsys,
+    "--benchmark",
+    "alfworld",
+    "--episodes",
+    "--limit",
+    "2",
+    "--agent",
+    "oracle",
+    "--data-dir",
+    shared_data,
+    "--cache-dir",
+    alfworld_cache,
+    "--output",
+    out,
+  )
   assert rc == 0, stdout
   rows, record = read_results(out)
   assert len(rows) == 2 and all(r["correct"] and r["id"].startswith("valid_unseen/") for r in rows)
@@ -131,8 +148,9 @@ def test_predictions_are_scored(capsys, tmp_path, shared_data):
   good.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
   out, metrics = tmp_path / "scored.jsonl", tmp_path / "m.json"
   common = ["--benchmark", "api_bank", "--split", "level-1", "--data-dir", shared_data]
-  rc, stdout, _ = run(capsys, *common, "--limit", "3", "--predictions", good, "--output", out,
-                      "--metrics-output", metrics)
+  rc, stdout, _ = run(
+    capsys, *common, "--limit", "3", "--predictions", good, "--output", out, "--metrics-output", metrics
+  )
   assert rc == 0, stdout
   record = json.loads(metrics.read_text())
   assert record["metrics"]["overall/accuracy"] == 1.0 and record["missing_predictions"] == 0
@@ -151,24 +169,40 @@ def test_predictions_are_scored(capsys, tmp_path, shared_data):
   assert rc == 0
 
 
-@pytest.mark.parametrize("content,message", [
+@pytest.mark.parametrize(
+  "content,message",
+  [
     ('{"id": "level-1-0", "output": "x"}\n{"id": "not-an-item", "output": "x"}', "not among the 3 loaded items"),
     ('{"id": "level-1-0", "output": "x"}\nnot json', "garbage.jsonl:2: not a JSON line"),
     ('{"id": "level-1-0"}', 'a string "output"'),
     ('{"id": "level-1-0", "output": "a"}\n{"id": "level-1-0", "output": "b"}', "appears twice"),
-])
+  ],
+)
 def test_bad_predictions_name_the_problem(capsys, tmp_path, shared_data, content, message):
   path = tmp_path / "garbage.jsonl"
   path.write_text(content)
-  rc, _, err = run(capsys, "--benchmark", "api_bank", "--split", "level-1", "--limit", "3", "--data-dir",
-                   shared_data, "--predictions", path)
+  rc, _, err = run(
+    capsys,
+    "--benchmark",
+    "api_bank",
+    "--split",
+    "level-1",
+    "--limit",
+    "3",
+    "--data-dir",
+    shared_data,
+    "--predictions",
+    path,
+  )
   assert rc == 2 and message in err
 
 
 # ---- bad inputs ------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv,message", [
+@pytest.mark.parametrize(
+  "argv,message",
+  [
     (["--benchmark", "nope", "--agent", "oracle"], "unknown benchmark 'nope'"),
     (["--benchmark", "bfcl", "--split", "nope", "--agent", "oracle"], "BFCL has no category 'nope'"),
     (["--benchmark", "bamboogle", "--split", "dev", "--agent", "oracle"], "bamboogle has no split 'dev'"),
@@ -177,7 +211,8 @@ def test_bad_predictions_name_the_problem(capsys, tmp_path, shared_data, content
     (["--benchmark", "bamboogle", "--agent", "smart"], "unknown --agent 'smart'"),
     (["--benchmark", "bamboogle", "--agent", "oracle", "--episodes"], "--episodes is for --benchmark alfworld"),
     (["--benchmark", "bamboogle", "--agent", "oracle", "--limit", "-1"], "--limit must be >= 0"),
-])
+  ],
+)
 def test_bad_inputs_give_clear_errors(capsys, shared_data, argv, message):
   rc, _, err = run(capsys, *argv, "--data-dir", shared_data)
   assert rc == 2 and err.startswith("error: ") and message in err
@@ -222,10 +257,21 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
   (out / "tokenizer_config.json").write_text(json.dumps(config))
   vocab = -(-load_tokenizer(out).vocab_size // 8) * 8
   torch.manual_seed(0)
-  model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-      vocab_size=vocab, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-      num_key_value_heads=1, head_dim=8, max_position_embeddings=512, tie_word_embeddings=True,
-      bos_token_id=128000, eos_token_id=128001))
+  model = transformers.LlamaForCausalLM(
+    transformers.LlamaConfig(
+      vocab_size=vocab,
+      hidden_size=16,
+      intermediate_size=32,
+      num_hidden_layers=1,
+      num_attention_heads=2,
+      num_key_value_heads=1,
+      head_dim=8,
+      max_position_embeddings=512,
+      tie_word_embeddings=True,
+      bos_token_id=128000,
+      eos_token_id=128001,
+    )
+  )
   model.save_pretrained(out)
   return out
 
@@ -233,13 +279,27 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 MODEL_FLAGS = ("--max-new-tokens", "8", "--max-prompt-tokens", "96", "--batch-size", "3")  # 2 items + 1 filler row
 
 
-@pytest.mark.parametrize("benchmark,split", [
-    ("api_bank", "level-3"), ("bfcl", "live_multiple"), ("bamboogle", None), ("travelplanner", None),
-    pytest.param("alfworld", "valid_unseen", marks=needs_alfworld)])
+@pytest.mark.parametrize(
+  "benchmark,split",
+  [
+    ("api_bank", "level-3"),
+    ("bfcl", "live_multiple"),
+    ("bamboogle", None),
+    ("travelplanner", None),
+    pytest.param("alfworld", "valid_unseen", marks=needs_alfworld),
+  ],
+)
 def test_tiny_model_end_to_end(capsys, tmp_path, shared_data, alfworld_cache, tiny_model, benchmark, split):
   out = tmp_path / "model.jsonl"
-  rc, stdout, err = run(capsys, *case_args(benchmark, split, 2, shared_data, alfworld_cache), "--model", tiny_model,
-                        *MODEL_FLAGS, "--output", out)
+  rc, stdout, err = run(
+    capsys,
+    *case_args(benchmark, split, 2, shared_data, alfworld_cache),
+    "--model",
+    tiny_model,
+    *MODEL_FLAGS,
+    "--output",
+    out,
+  )
   assert rc == 0, err
   rows, record = read_results(out)
   assert [r["id"] for r in rows] == expected_ids(benchmark, split, 2, shared_data, alfworld_cache)
@@ -251,14 +311,44 @@ def test_tiny_model_end_to_end(capsys, tmp_path, shared_data, alfworld_cache, ti
 
 def test_tiny_model_overlong_skip_and_budget_errors(capsys, tmp_path, shared_data, tiny_model):
   out = tmp_path / "skip.jsonl"
-  rc, _, err = run(capsys, "--benchmark", "bfcl", "--split", "simple_python", "--limit", "2", "--data-dir",
-                   shared_data, "--model", tiny_model, *MODEL_FLAGS[:2], "--max-prompt-tokens", "16", "--overlong",
-                   "skip", "--output", out)
+  rc, _, err = run(
+    capsys,
+    "--benchmark",
+    "bfcl",
+    "--split",
+    "simple_python",
+    "--limit",
+    "2",
+    "--data-dir",
+    shared_data,
+    "--model",
+    tiny_model,
+    *MODEL_FLAGS[:2],
+    "--max-prompt-tokens",
+    "16",
+    "--overlong",
+    "skip",
+    "--output",
+    out,
+  )
   assert rc == 0, err
   rows, record = read_results(out)
   assert record["prompts_skipped"] == 2 and all(r["skipped"] and r["output"] == "" for r in rows)
-  rc, _, err = run(capsys, "--benchmark", "bamboogle", "--limit", "1", "--data-dir", shared_data, "--model",
-                   tiny_model, "--max-new-tokens", "8", "--max-prompt-tokens", "600")
+  rc, _, err = run(
+    capsys,
+    "--benchmark",
+    "bamboogle",
+    "--limit",
+    "1",
+    "--data-dir",
+    shared_data,
+    "--model",
+    tiny_model,
+    "--max-new-tokens",
+    "8",
+    "--max-prompt-tokens",
+    "600",
+  )
   assert rc == 2 and "exceeds the model's context of 512 tokens" in err and "<= 504" in err
 
 
@@ -274,8 +364,8 @@ def test_workdir_checkpoint_end_to_end(capsys, monkeypatch, tmp_path, shared_dat
   from flax import nnx
 
   from configs.default import get_config, model_config
-  from genenv_jax.evaluation import agents
   from genenv_jax.coevolution import build as build_module
+  from genenv_jax.evaluation import agents
   from genenv_jax.training.checkpointing import Checkpointer
 
   config = get_config("smoke")
@@ -300,8 +390,21 @@ def test_workdir_checkpoint_end_to_end(capsys, monkeypatch, tmp_path, shared_dat
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
   out = tmp_path / "workdir.jsonl"
-  rc, _, err = run(capsys, "--benchmark", "bamboogle", "--limit", "2", "--data-dir", shared_data, "--workdir",
-                   tmp_path / "run", "--max-new-tokens", "4", "--output", out)
+  rc, _, err = run(
+    capsys,
+    "--benchmark",
+    "bamboogle",
+    "--limit",
+    "2",
+    "--data-dir",
+    shared_data,
+    "--workdir",
+    tmp_path / "run",
+    "--max-new-tokens",
+    "4",
+    "--output",
+    out,
+  )
   assert rc == 0, err
   rows, record = read_results(out)
   assert len(rows) == 2 and record["checkpoint_step"] == 3 and record["tokenizer"].endswith("arith_spm.model")

@@ -111,6 +111,7 @@ def test_clip_gradients():
   # d/dlogp of -ρA = -ρA on unclipped tokens, 0 on clipped ones. A=+1, ρ=[1.5, .5] -> grads [0, -.5]
   def f(logp_new):
     return grpo.clipped_surrogate(logp_new, jnp.zeros(2), jnp.ones(2))[0].sum()
+
   g = jax.grad(f)(jnp.log(jnp.array([1.5, 0.5])))
   np.testing.assert_allclose(g, [0.0, -0.5], rtol=1e-6, atol=1e-7)
 
@@ -138,8 +139,9 @@ def test_safe_exp_ratio_keeps_finite_and_its_gradient():
   g = jax.grad(lambda lp: f(lp)[0].sum())(jnp.array([100.0]))
   np.testing.assert_allclose(g, [math.exp(20.0)], rtol=1e-5)
   # below the tangent point it is exp itself
-  np.testing.assert_allclose(grpo.safe_exp(jnp.array([-30.0, 0.0, 3.0, 20.0])),
-                             np.exp([-30.0, 0.0, 3.0, 20.0]), rtol=1e-6)
+  np.testing.assert_allclose(
+    grpo.safe_exp(jnp.array([-30.0, 0.0, 3.0, 20.0])), np.exp([-30.0, 0.0, 3.0, 20.0]), rtol=1e-6
+  )
 
 
 def test_sequence_advantages_broadcast():
@@ -225,14 +227,14 @@ def test_finalize_zero_denominator():
   np.testing.assert_allclose(grpo.finalize(jnp.array(28.0), jnp.array(7.0)), 4.0)
 
 
-def _toy_batch(b=8, l=6, d=3, v=5):
+def _toy_batch(b=8, t=6, d=3, v=5):
   ks = jax.random.split(jax.random.key(1), 6)
-  x = jax.random.normal(ks[0], (b, l, d))
-  tokens = jax.random.randint(ks[1], (b, l), 0, v)
+  x = jax.random.normal(ks[0], (b, t, d))
+  tokens = jax.random.randint(ks[1], (b, t), 0, v)
   lengths = jnp.array([6, 1, 3, 0, 5, 2, 6, 4])[:b]  # ragged, one empty row
-  mask = jnp.arange(l)[None, :] < lengths[:, None]
-  logp_old = jax.random.normal(ks[2], (b, l)) * 0.3 - 1.5
-  logp_ref = jax.random.normal(ks[3], (b, l)) * 0.3 - 1.5
+  mask = jnp.arange(t)[None, :] < lengths[:, None]
+  logp_old = jax.random.normal(ks[2], (b, t)) * 0.3 - 1.5
+  logp_ref = jax.random.normal(ks[3], (b, t)) * 0.3 - 1.5
   adv = jax.random.normal(ks[4], (b,))
   w = jax.random.normal(ks[5], (d, v))
   return x, tokens, mask, logp_old, logp_ref, adv, w
@@ -242,8 +244,18 @@ def _loss_parts(w, x, tokens, mask, logp_old, logp_ref, adv, mode):
   """Toy 'model': logits = x W; logp of the taken tokens; GRPO loss with KL and entropy."""
   logits = x @ w
   logp = jnp.take_along_axis(jax.nn.log_softmax(logits), tokens[..., None], -1)[..., 0]
-  s, d, _ = grpo.grpo_loss(logp, logp_old, logp_ref, adv, mask, kl_coef=0.1, entropy=grpo.token_entropy(logits),
-                           entropy_coef=0.01, loss_agg_mode=mode, max_len=6)
+  s, d, _ = grpo.grpo_loss(
+    logp,
+    logp_old,
+    logp_ref,
+    adv,
+    mask,
+    kl_coef=0.1,
+    entropy=grpo.token_entropy(logits),
+    entropy_coef=0.01,
+    loss_agg_mode=mode,
+    max_len=6,
+  )
   return s, d
 
 
@@ -284,8 +296,9 @@ def test_grpo_loss_hand_example():
   # entropy [1, 3], coef .1 -> -.1, -.3.  sum = 2·(-2) + 2·.000193147 - .4 = -4.399614, denom 2
   logp = jnp.log(jnp.array([[0.5, 0.5]]))
   ref = jnp.log(jnp.array([[0.25, 0.25]]))
-  s, d, m = grpo.grpo_loss(logp, logp, ref, jnp.array([2.0]), jnp.ones((1, 2), bool),
-                           entropy=jnp.array([[1.0, 3.0]]), entropy_coef=0.1)
+  s, d, m = grpo.grpo_loss(
+    logp, logp, ref, jnp.array([2.0]), jnp.ones((1, 2), bool), entropy=jnp.array([[1.0, 3.0]]), entropy_coef=0.1
+  )
   k3 = 0.5 + LN2 - 1
   np.testing.assert_allclose([s, d], [-4.0 + 2 * 0.001 * k3 - 0.4, 2.0], rtol=1e-6)
   np.testing.assert_allclose(m["kl"], k3, rtol=1e-5)
@@ -300,8 +313,7 @@ def test_grpo_loss_clip_fraction_metric():
   # 4 tokens, ρ = [1.5, .5, 1.1, 1.0], A = +1: only ρ = 1.5 is clipped; last token masked out.
   # clip_frac over the 3 valid tokens = 1/3; ratio_mean = (1.5+.5+1.1)/3 = 1.033333; ratio_max = 1.5
   logp_new = jnp.log(jnp.array([[1.5, 0.5, 1.1, 1.0]]))
-  _, d, m = grpo.grpo_loss(logp_new, jnp.zeros((1, 4)), None, jnp.array([1.0]),
-                           jnp.array([[True, True, True, False]]))
+  _, d, m = grpo.grpo_loss(logp_new, jnp.zeros((1, 4)), None, jnp.array([1.0]), jnp.array([[True, True, True, False]]))
   np.testing.assert_allclose(m["clip_frac"], 1 / 3, rtol=1e-6)
   np.testing.assert_allclose(m["ratio_mean"], 3.1 / 3, rtol=1e-6)
   np.testing.assert_allclose(m["ratio_max"], 1.5, rtol=1e-6)

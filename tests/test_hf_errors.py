@@ -3,10 +3,10 @@
 import json
 
 import pytest
+from hf_models import make_hf_model, save_hf_model
 
 import genenv_jax as gj
 from genenv_jax.models import safetensors_io
-from hf_models import make_hf_model, save_hf_model
 
 
 @pytest.fixture()
@@ -50,7 +50,9 @@ def test_shape_mismatch_names_the_tensor(checkpoint):
   raw = json.loads((checkpoint / "config.json").read_text())
   raw["intermediate_size"] = 80
   (checkpoint / "config.json").write_text(json.dumps(raw))
-  with pytest.raises(ValueError, match=r"tensor 'model.layers.0.mlp.(gate|up|down)_proj.weight' has shape \((96, 64|64, 96)\)"):
+  with pytest.raises(
+    ValueError, match=r"tensor 'model.layers.0.mlp.(gate|up|down)_proj.weight' has shape \((96, 64|64, 96)\)"
+  ):
     gj.load_hf(checkpoint)
 
 
@@ -61,8 +63,11 @@ def test_missing_and_unexpected_tensors(checkpoint):
   del f
   (checkpoint / "model.safetensors").unlink()
   safetensors_io.write_checkpoint(checkpoint, iter(tensors.items()))
-  with pytest.raises(ValueError, match=r"missing tensors: \['model.layers.1.mlp.up_proj.weight'\].*"
-                                       r"unexpected tensors: \['model.extra.weight'\]"):
+  with pytest.raises(
+    ValueError,
+    match=r"missing tensors: \['model.layers.1.mlp.up_proj.weight'\].*"
+    r"unexpected tensors: \['model.extra.weight'\]",
+  ):
     gj.load_hf(checkpoint)
 
 

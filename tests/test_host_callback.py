@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from genenv_jax.parallel.sharding import batch_sharding, make_mesh
 from genenv_jax.tasks.arithmetic.domain import default_domain
 from genenv_jax.tasks.host_callback import host_map, wait_for_host_callbacks
-from genenv_jax.parallel.sharding import batch_sharding, make_mesh
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def test_each_row_scored_exactly_once_on_every_device(mesh):
     out = fn(rows, x)
   wait_for_host_callbacks(out)
   assert len(seen) == 8 and all(len(block) == batch // 8 for block in seen)  # one call per device, own rows only
-  assert sorted(r for block in seen for r in block) == list(range(batch))     # each row exactly once
+  assert sorted(r for block in seen for r in block) == list(range(batch))  # each row exactly once
   assert out["y"].dtype == jnp.float32
   np.testing.assert_array_equal(np.asarray(out["rows"]), np.arange(batch))
   np.testing.assert_array_equal(np.asarray(out["y"]), np.arange(batch * 3).reshape(batch, 3) * 2.0)
@@ -96,6 +96,7 @@ def test_host_verifier_on_mesh_matches_pure_jax(mesh):
     def run(ids, mask, resp, resp_mask):
       tasks = domain.parse_env_output(ids, mask)
       return tasks, domain.verify(tasks, resp, resp_mask)
+
     return jax.jit(run)
 
   placed = [jax.device_put(a, batch_sharding(mesh, a.ndim)) for a in (env_ids, env_mask, answers, answer_mask)]

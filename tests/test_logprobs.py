@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from genenv_jax.sampling import sampler as sampling
 from genenv_jax.models.config import ModelConfig
 from genenv_jax.models.transformer import Transformer
 from genenv_jax.rl.logprobs import chunked_token_logprobs, policy_temperature, response_logprobs
+from genenv_jax.sampling import sampler as sampling
 
 VOCAB = 37
 
@@ -40,10 +40,19 @@ def test_chunked_matches_unchunked_values_and_gradients(chunk, temperature):
     def f(h, hw):
       logp, ent = fn(h, hw)
       return (w * logp).sum() + (u * ent).sum()
+
     return jax.value_and_grad(f, argnums=(0, 1))
 
-  chunked = lambda h, hw: chunked_token_logprobs(h, hw, targets, temperature=temperature,  # noqa: E731
-                                                 chunk_size=chunk, with_entropy=True)
+  def chunked(h, hw):
+    return chunked_token_logprobs(
+      h,
+      hw,
+      targets,
+      temperature=temperature,  # noqa: E731
+      chunk_size=chunk,
+      with_entropy=True,
+    )
+
   naive = lambda h, hw: _naive(h, hw, targets, temperature)  # noqa: E731
   got, want = chunked(hidden, head), naive(hidden, head)
   np.testing.assert_allclose(got[0], want[0], atol=1e-5, rtol=1e-5)
@@ -70,8 +79,15 @@ def test_chunked_backward_peak_is_one_chunk_of_logits():
   hidden, head, targets = _inputs(b, r, e, v)
 
   def temp_bytes(chunk_size):
-    f = lambda h, hw: chunked_token_logprobs(h, hw, targets, chunk_size=chunk_size,  # noqa: E731
-                                             with_entropy=True)[0].sum()
+    def f(h, hw):
+      return chunked_token_logprobs(
+        h,
+        hw,
+        targets,
+        chunk_size=chunk_size,  # noqa: E731
+        with_entropy=True,
+      )[0].sum()
+
     return jax.jit(jax.grad(f, argnums=(0, 1))).lower(hidden, head).compile().memory_analysis().temp_size_in_bytes
 
   full_logits = b * r * v * 4
@@ -82,8 +98,16 @@ def test_chunked_backward_peak_is_one_chunk_of_logits():
 
 
 def _model(vocab=53, seed=0):
-  config = ModelConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4,
-                       num_kv_heads=2, head_dim=8, max_position_embeddings=64)
+  config = ModelConfig(
+    vocab_size=vocab,
+    hidden_size=32,
+    intermediate_size=64,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    head_dim=8,
+    max_position_embeddings=64,
+  )
   return Transformer(config, rngs=nnx.Rngs(seed))
 
 
@@ -103,11 +127,12 @@ def test_response_logprobs_equals_full_forward_at_temperature():
   response = jnp.asarray(rng.randint(0, 53, size=(4, 9)).astype(np.int32))
   rmask = jnp.asarray((np.arange(9)[None] < np.array([9, 5, 1, 7])[:, None]).astype(np.int32))
   logits, _ = model(jnp.concatenate([ids, response], 1), jnp.concatenate([mask, rmask], 1))
-  full = jax.nn.log_softmax(logits[:, ids.shape[1] - 1:-1] / 0.6, -1)
+  full = jax.nn.log_softmax(logits[:, ids.shape[1] - 1 : -1] / 0.6, -1)
   want = jnp.take_along_axis(full, response[..., None], -1)[..., 0] * rmask
   for chunk in (2, 4, 512):
-    got, ent = response_logprobs(model, ids, mask, response, rmask, with_entropy=True, temperature=0.6,
-                                 chunk_size=chunk)
+    got, ent = response_logprobs(
+      model, ids, mask, response, rmask, with_entropy=True, temperature=0.6, chunk_size=chunk
+    )
     np.testing.assert_allclose(got, want, atol=1e-5)
     np.testing.assert_allclose(ent, -(jnp.exp(full) * full).sum(-1), atol=1e-5)
     assert not np.asarray(got)[np.asarray(rmask) == 0].any()

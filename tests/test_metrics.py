@@ -21,16 +21,19 @@ def test_writer_scalars_histogram_text_roundtrip(tmp_path):
     w.scalars(2, {"loss": 0.125, "agent": {"reward": np.float64(0.75), "ok": False}})
     w.histogram(2, "p_hat", np.array([0.0, 0.5, 0.5, 1.0]), bins=4)
     w.text(3, "samples", [["task", "answer"], ["2+2", "4"]])
-  assert M.read_tags(logdir) == {"scalars": ["agent/ok", "agent/reward", "loss"], "histograms": ["p_hat"],
-                                 "text": ["samples"]}
+  assert M.read_tags(logdir) == {
+    "scalars": ["agent/ok", "agent/reward", "loss"],
+    "histograms": ["p_hat"],
+    "text": ["samples"],
+  }
   scalars = M.read_scalars(logdir)
   assert scalars["loss"] == [(1, 0.5), (2, 0.125)]
   assert scalars["agent/reward"] == [(1, 0.25), (2, 0.75)]
   assert scalars["agent/ok"] == [(1, 1.0), (2, 0.0)]
-  (step, hist), = M.read_tensors(logdir, "histograms")["p_hat"]
+  ((step, hist),) = M.read_tensors(logdir, "histograms")["p_hat"]
   assert step == 2 and hist.shape == (4, 3)  # [left edge, right edge, count] per bucket
   np.testing.assert_array_equal(hist[:, 2], [1, 0, 2, 1])
-  (step, table), = M.read_tensors(logdir, "text")["samples"]
+  ((step, table),) = M.read_tensors(logdir, "text")["samples"]
   assert step == 3 and table.shape == (2, 2) and table[1, 1] == b"4"
 
 
@@ -40,13 +43,15 @@ def test_scalars_can_route_vectors_to_histograms(tmp_path):
     w.scalars(6, {"env": {"p_hat": jnp.arange(8.0) / 8}})  # dropped: no scalars, histograms off
   tags = M.read_tags(tmp_path)
   assert tags == {"scalars": ["train/env/r_env"], "histograms": ["train/env/p_hat"]}
-  (step, hist), = M.read_tensors(tmp_path, "histograms")["train/env/p_hat"]
+  ((step, hist),) = M.read_tensors(tmp_path, "histograms")["train/env/p_hat"]
   assert step == 5 and hist[:, 2].sum() == 8
 
 
 def test_flatten_metrics():
-  scalars, arrays = M.flatten_metrics({"a": {"b": jnp.int32(3), "c": jnp.ones((1,)), "v": jnp.zeros((2, 3))},
-                                       "s": "text", "n": None, "f": 1.5}, prefix="x")
+  scalars, arrays = M.flatten_metrics(
+    {"a": {"b": jnp.int32(3), "c": jnp.ones((1,)), "v": jnp.zeros((2, 3))}, "s": "text", "n": None, "f": 1.5},
+    prefix="x",
+  )
   assert scalars == {"x/a/b": 3.0, "x/a/c": 1.0, "x/f": 1.5}
   assert list(arrays) == ["x/a/v"] and arrays["x/a/v"].shape == (2, 3)
   assert all(type(v) is float for v in scalars.values())
@@ -106,15 +111,19 @@ def test_unsupported_remote_scheme_warns_and_keeps_local_copy(tmp_path, caplog):
 
 def test_writing_and_reading_work_with_tensorflow_unimportable(tmp_path):
   # sys.modules[name] = None makes `import tensorflow` raise ImportError, whether or not TF is installed.
-  code = ("import sys; sys.modules['tensorflow'] = None; from genenv_jax import metrics as M; "
-          "w = M.MetricsWriter(sys.argv[1], enabled=True); w.scalars(1, {'a': 1.0}); w.histogram(1, 'h', [1.0, 2.0]); "
-          "w.text(1, 't', 'x'); w.close(); print(M.read_tags(sys.argv[1]), M.read_scalars(sys.argv[1]))")
+  code = (
+    "import sys; sys.modules['tensorflow'] = None; from genenv_jax.training import metrics as M; "
+    "w = M.MetricsWriter(sys.argv[1], enabled=True); w.scalars(1, {'a': 1.0}); w.histogram(1, 'h', [1.0, 2.0]); "
+    "w.text(1, 't', 'x'); w.close(); print(M.read_tags(sys.argv[1]), M.read_scalars(sys.argv[1]))"
+  )
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env,
-                       timeout=120)
+  out = subprocess.run(
+    [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+  )
   assert out.returncode == 0, out.stderr[-2000:]
   assert out.stdout.strip().splitlines()[-1] == (
-      "{'scalars': ['a'], 'histograms': ['h'], 'text': ['t']} {'a': [(1, 1.0)]}")
+    "{'scalars': ['a'], 'histograms': ['h'], 'text': ['t']} {'a': [(1, 1.0)]}"
+  )
 
 
 class FakeClock:
@@ -127,8 +136,9 @@ class FakeClock:
 
 def test_progress_line_rate_eta_and_metrics():
   clock, stream = FakeClock(), io.StringIO()
-  progress = M.ProgressLine(100, every=10, keys=("loss", "agent/reward", "missing"), stream=stream, clock=clock,
-                            enabled=True)
+  progress = M.ProgressLine(
+    100, every=10, keys=("loss", "agent/reward", "missing"), stream=stream, clock=clock, enabled=True
+  )
   clock.now += 1.0
   assert progress.update(5, {"loss": 1.0}) is None  # not due: nothing printed
   clock.now += 4.0
@@ -138,7 +148,9 @@ def test_progress_line_rate_eta_and_metrics():
   line = progress.update(20)
   assert "0.00278 steps/s" in line and "ETA 8:00:00" in line and "elapsed 1:00:05" in line
   assert stream.getvalue().splitlines() == [
-      "step 10/100 (10.0%) | 2 steps/s | elapsed 0:00:05 | ETA 0:00:45 | loss 0.5 | agent/reward 0.25", line]
+    "step 10/100 (10.0%) | 2 steps/s | elapsed 0:00:05 | ETA 0:00:45 | loss 0.5 | agent/reward 0.25",
+    line,
+  ]
 
 
 def test_progress_line_last_step_and_resume():

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from hf_models import TINY_CONFIGS, hf_logits, make_hf_model, save_hf_model, transformers
 
 import genenv_jax as gj
-from hf_models import TINY_CONFIGS, hf_logits, make_hf_model, save_hf_model, transformers
 
 ATOL = 1e-4
 
@@ -72,6 +72,7 @@ def test_sharded_checkpoint_with_index_loads(tmp_path):
 def test_transformers4_config_spelling(tmp_path):
   """rope_theta / torch_dtype at the top level (transformers 4) read the same as rope_parameters / dtype."""
   import json
+
   hf_model = make_hf_model("llama", num_attention_heads=4, num_key_value_heads=2, rope_theta=321.0)
   hf_model.save_pretrained(tmp_path)
   raw = json.loads((tmp_path / "config.json").read_text())
@@ -85,8 +86,14 @@ def test_transformers4_config_spelling(tmp_path):
 
 
 def test_llama3_rope_scaling_parity(tmp_path):
-  scaling = dict(rope_type="llama3", rope_theta=10000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
-                 original_max_position_embeddings=16)
+  scaling = dict(
+    rope_type="llama3",
+    rope_theta=10000.0,
+    factor=8.0,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
+    original_max_position_embeddings=16,
+  )
   hf_model = make_hf_model("llama", num_attention_heads=4, num_key_value_heads=2, rope_parameters=scaling)
   hf_model.save_pretrained(tmp_path)
   assert gj.read_hf_config(tmp_path).rope_scaling[0] == "llama3"

@@ -35,8 +35,11 @@ def free_port() -> int:
 
 
 def worker_env(**extra) -> dict:
-  env = {k: v for k, v in os.environ.items()
-         if k not in ("XLA_FLAGS", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")}
+  env = {
+    k: v
+    for k, v in os.environ.items()
+    if k not in ("XLA_FLAGS", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
+  }
   return {**env, "JAX_PLATFORMS": "cpu", **extra}
 
 
@@ -46,8 +49,9 @@ def run_workers(commands: list[tuple[list[str], dict]], log_prefix, timeout: flo
   for i, (cmd, env) in enumerate(commands):
     log = open(f"{log_prefix}.{i}.log", "w+")
     logs.append(log)
-    procs.append(subprocess.Popen(cmd, cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True))
+    procs.append(
+      subprocess.Popen(cmd, cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    )
   deadline = time.time() + timeout
   failed = None
   while any(p.poll() is None for p in procs):
@@ -68,15 +72,23 @@ def run_workers(commands: list[tuple[list[str], dict]], log_prefix, timeout: flo
     outputs.append(log.read())
     log.close()
   if failed or any(p.returncode != 0 for p in procs):
-    report = "\n".join(f"--- worker {i} (exit {p.returncode}):\n{out[-4000:]}"
-                       for i, (p, out) in enumerate(zip(procs, outputs)))
+    report = "\n".join(
+      f"--- worker {i} (exit {p.returncode}):\n{out[-4000:]}" for i, (p, out) in enumerate(zip(procs, outputs))
+    )
     pytest.fail(f"{failed or 'a worker failed'}\n{report}")
   return outputs
 
 
 def worker_cmd(workdir, out, local_devices, *extra) -> list[str]:
-  return [sys.executable, WORKER, f"--workdir={workdir}", f"--out={out}", f"--local-devices={local_devices}",
-          "--verifier=host", *extra]
+  return [
+    sys.executable,
+    WORKER,
+    f"--workdir={workdir}",
+    f"--out={out}",
+    f"--local-devices={local_devices}",
+    "--verifier=host",
+    *extra,
+  ]
 
 
 @pytest.fixture(scope="module")
@@ -84,14 +96,19 @@ def runs(tmp_path_factory):
   root = tmp_path_factory.mktemp("multiprocess")
   pair, single = root / "pair", root / "single"
   port = free_port()
-  pair_cmds = [(worker_cmd(pair, pair, 4), worker_env(JAX_COORDINATOR_ADDRESS=f"localhost:{port}",
-                                                      JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)))
-               for i in range(2)]
+  pair_cmds = [
+    (
+      worker_cmd(pair, pair, 4),
+      worker_env(JAX_COORDINATOR_ADDRESS=f"localhost:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)),
+    )
+    for i in range(2)
+  ]
   t0 = time.time()
   pair_out = run_workers(pair_cmds, root / "pair_log", PHASE_TIMEOUT_S)
   t1 = time.time()
-  single_out = run_workers([(worker_cmd(single, single, 8, f"--restore-from={pair}"), worker_env())],
-                           root / "single_log", PHASE_TIMEOUT_S)
+  single_out = run_workers(
+    [(worker_cmd(single, single, 8, f"--restore-from={pair}"), worker_env())], root / "single_log", PHASE_TIMEOUT_S
+  )
   print(f"pair: {t1 - t0:.0f} s, single: {time.time() - t1:.0f} s")
   return {"root": root, "pair": pair, "single": single, "pair_out": pair_out, "single_out": single_out}
 
@@ -137,8 +154,9 @@ def test_pair_matches_one_process_with_8_devices(runs):
     else:
       np.testing.assert_array_equal(pair[key], value, err_msg=key)
   # the co-evolution steps moved the agent from its (warm-started) reference by far more than the tolerance
-  moved = max(float(np.abs(pair[k] - pair[k.replace(".agent[", ".agent_ref[", 1)]).max())
-              for k in pair if k.startswith(".agent["))
+  moved = max(
+    float(np.abs(pair[k] - pair[k.replace(".agent[", ".agent_ref[", 1)]).max()) for k in pair if k.startswith(".agent[")
+  )
   assert moved > 1e-4, f"the agent moved only {moved:.2e} from its reference: the comparison would be vacuous"
   assert int(pair[".step"]) == 3
 
@@ -163,22 +181,28 @@ def test_checkpoint_written_by_the_pair_restores_in_one_process(runs):
     np.testing.assert_array_equal(restored[key], value, err_msg=key)
 
 
-# ---- the multi-host plumbing, in one process (fast) -------------------------------------------------------------------
+# ---- the multi-host plumbing, in one process (fast) ------------------------------------------------------------------
 
 
 def test_distributed_args_and_request_come_from_the_launch_environment():
   from genenv_jax.parallel import sharding as shd
+
   env = {"JAX_COORDINATOR_ADDRESS": "10.0.0.2:8476", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "3"}
-  assert shd.distributed_args_from_env(env) == {"coordinator_address": "10.0.0.2:8476", "num_processes": 4,
-                                                 "process_id": 3}
+  assert shd.distributed_args_from_env(env) == {
+    "coordinator_address": "10.0.0.2:8476",
+    "num_processes": 4,
+    "process_id": 3,
+  }
   assert shd.distributed_args_from_env({}) == {}
   assert shd.distributed_requested(False, env) and shd.distributed_requested(True, {})
   assert not shd.distributed_requested(False, {}) and not shd.distributed_requested(False, {"JAX_NUM_PROCESSES": "1"})
   assert shd.maybe_initialize_distributed(False, {}) is False  # nothing asked: the runtime is not started
-  for bad, match in (({"JAX_NUM_PROCESSES": "two"}, "must be an integer"),
-                     ({"JAX_NUM_PROCESSES": "0"}, "must be >= 1"),
-                     ({"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "2"}, "JAX_PROCESS_ID=2"),
-                     ({"JAX_COORDINATOR_ADDRESS": "localhost"}, "HOST:PORT")):
+  for bad, match in (
+    ({"JAX_NUM_PROCESSES": "two"}, "must be an integer"),
+    ({"JAX_NUM_PROCESSES": "0"}, "must be >= 1"),
+    ({"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "2"}, "JAX_PROCESS_ID=2"),
+    ({"JAX_COORDINATOR_ADDRESS": "localhost"}, "HOST:PORT"),
+  ):
     with pytest.raises(ValueError, match=match):
       shd.distributed_args_from_env(bad)
 
@@ -186,7 +210,9 @@ def test_distributed_args_and_request_come_from_the_launch_environment():
 def test_process_rows_global_batch_and_to_host_on_one_process():
   import jax
   from jax.sharding import PartitionSpec
+
   from genenv_jax.parallel import sharding as shd
+
   mesh = shd.make_mesh({"data": 4, "fsdp": 2})
   assert shd.process_local_rows(16, mesh) == slice(0, 16)
   with pytest.raises(ValueError, match="does not split over the 8"):
@@ -205,8 +231,10 @@ def test_process_rows_global_batch_and_to_host_on_one_process():
 
 def test_remote_workdir_paths_and_summary(tmp_path):
   import fsspec
+
   from configs.default import get_config
   from genenv_jax.training.loop import Summary, workdir_path
+
   assert workdir_path("gs://bucket/run", "checkpoints") == "gs://bucket/run/checkpoints"
   assert workdir_path("gs://bucket/run/", "summary.json") == "gs://bucket/run/summary.json"
   assert workdir_path(str(tmp_path), "tensorboard") == os.path.join(str(tmp_path), "tensorboard")

@@ -10,18 +10,23 @@ import subprocess
 import sys
 
 import pytest
+from conftest import PROJECT_ROOT
 
 from genenv_jax import plan
 from genenv_jax.planning import costs as plan_math
 from genenv_jax.planning.costs import GIB
 
-from conftest import PROJECT_ROOT
-
 
 def _run_plan(*args, timeout=240):
   env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
-  return subprocess.run([sys.executable, "-m", "genenv_jax.plan", *args], cwd=PROJECT_ROOT, env=env,
-                        capture_output=True, text=True, timeout=timeout)
+  return subprocess.run(
+    [sys.executable, "-m", "genenv_jax.plan", *args],
+    cwd=PROJECT_ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
 
 
 # ---- the CLI on a small config -------------------------------------------------------------------------------------
@@ -29,13 +34,32 @@ def _run_plan(*args, timeout=240):
 
 def test_plan_cli_compiles_smoke_config_on_8_devices(tmp_path):
   out = tmp_path / "plan.json"
-  proc = _run_plan("--config=configs/default.py:smoke", "--devices=8", "--chip=v5p", "--config.mode=grpo",
-                   "--config.mesh.data=2", "--config.mesh.fsdp=4", "--config.agent.model.remat=True",
-                   "--config.env.model.remat=True", f"--json={out}")
+  proc = _run_plan(
+    "--config=configs/default.py:smoke",
+    "--devices=8",
+    "--chip=v5p",
+    "--config.mode=grpo",
+    "--config.mesh.data=2",
+    "--config.mesh.fsdp=4",
+    "--config.agent.model.remat=True",
+    "--config.env.model.remat=True",
+    f"--json={out}",
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   text = proc.stdout
-  for label in ("arguments", "outputs", "temporaries", "generated code", "alias/donated", "peak estimate",
-                "FLOPs per device", "analytic memory per device", "analytic time on v5p", "MFU", "FITS"):
+  for label in (
+    "arguments",
+    "outputs",
+    "temporaries",
+    "generated code",
+    "alias/donated",
+    "peak estimate",
+    "FLOPs per device",
+    "analytic memory per device",
+    "analytic time on v5p",
+    "MFU",
+    "FITS",
+  ):
     assert label in text, (label, text)
   r = json.loads(out.read_text())
   print(text)  # the memory figures, for the CI log
@@ -68,6 +92,7 @@ def test_plan_cli_rejects_bad_arguments():
 
 def _smoke():
   from configs import default
+
   return default.get_config("smoke")
 
 
@@ -99,9 +124,16 @@ def test_known_models_and_unknown_checkpoint():
   assert plan.known_model_name("qwen2.5-7b") == "qwen2.5-7b"
   assert plan.known_model_name("/ckpt/Llama-3-8B") is None
   from configs import qwen2_5_7b
+
   mc = plan.resolve_model(qwen2_5_7b.get_config("v5p-64").agent.model, vocab_size=512)
   assert (mc.hidden_size, mc.intermediate_size, mc.num_layers, mc.num_heads, mc.num_kv_heads, mc.vocab_size) == (
-      3584, 18944, 28, 28, 4, 152064)
+    3584,
+    18944,
+    28,
+    28,
+    4,
+    152064,
+  )
   assert mc.qkv_bias and not mc.tie_word_embeddings and mc.remat and mc.dtype == "bfloat16"
   assert abs(mc.num_params - 7.6e9) < 0.05e9  # Qwen2.5-7B: 7.61B parameters
   cfg = _smoke().agent.model
@@ -112,6 +144,7 @@ def test_known_models_and_unknown_checkpoint():
 
 def test_qwen_config_variants():
   from configs import qwen2_5_7b
+
   c = qwen2_5_7b.get_config("")
   assert dict(c.mesh) == {"data": 1, "fsdp": -1, "tensor": 1} and c.slice == ""
   for name in qwen2_5_7b.SLICES:
@@ -137,45 +170,70 @@ def test_qwen_config_variants():
 
 def test_plan_nocompile_paper_shapes_v5p_64(tmp_path):
   out = tmp_path / "plan.json"
-  proc = _run_plan("--config=configs/qwen2_5_7b.py:v5p-64", "--nocompile", "--attention=blockwise", f"--json={out}",
-                   timeout=120)
+  proc = _run_plan(
+    "--config=configs/qwen2_5_7b.py:v5p-64", "--nocompile", "--attention=blockwise", f"--json={out}", timeout=120
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   print(proc.stdout)
   r = json.loads(out.read_text())
   c, an = r["config"], r["analytic"]
   assert not r["compiled"] and c["devices"] == 32 and c["chip"] == "v5p" and c["attention"] == "blockwise"
-  assert c["lengths"] == {"agent_prompt_len": 8000, "agent_answer_len": 1000, "env_prompt_len": 4096,
-                          "env_output_len": 4096}
+  assert c["lengths"] == {
+    "agent_prompt_len": 8000,
+    "agent_answer_len": 1000,
+    "env_prompt_len": 4096,
+    "env_output_len": 4096,
+  }
   assert c["rows"] == {"env rows": 32, "agent rows": 512, "agent rows per mini-batch": 32}
-  assert [p["name"] for p in an["phases"]] == ["env prefill", "env decode", "agent prefill", "agent decode",
-                                               "agent update", "env update"]
+  assert [p["name"] for p in an["phases"]] == [
+    "env prefill",
+    "env decode",
+    "agent prefill",
+    "agent decode",
+    "agent update",
+    "env update",
+  ]
   by = {p["name"]: p for p in an["phases"]}
   assert by["env decode"]["bound"] == "memory" and by["agent update"]["bound"] == "compute"
   for name in ("agent update", "env update"):
     p = by[name]
     assert 0 < p["mfu_serial"] <= p["mfu_overlapped"] <= 1 and p["recompute_overhead"] > 0
     assert {col["name"] for col in p["collectives"]} == {
-        "fsdp all-gather of each layer's weights, forward", "fsdp all-gather of each layer's weights, backward",
-        "gradient reduce-scatter over fsdp"}  # tensor = 1: no tensor all-reduces
+      "fsdp all-gather of each layer's weights, forward",
+      "fsdp all-gather of each layer's weights, backward",
+      "gradient reduce-scatter over fsdp",
+    }  # tensor = 1: no tensor all-reduces
   assert an["step_serial_s"] == pytest.approx(sum(p["serial_s"] for p in an["phases"]))
   assert set(an["memory"]) == {"state", "env sampling", "agent sampling", "agent update", "env update"}
   assert set(an["memory"]["agent update"]) == {"checkpoints", "layer", "attention", "logits", "gradients", "weights"}
   assert r["memory"]["peak"] == int(an["peak_bytes"]) and r["fits"] == (an["peak_bytes"] <= 0.9 * 95 * GIB)
-  for label in ("analytic memory per device", "analytic time on v5p", "MFU", "UPPER BOUND", "HBM-bandwidth",
-                "ICI fsdp all-gather", "recompute overhead"):
+  for label in (
+    "analytic memory per device",
+    "analytic time on v5p",
+    "MFU",
+    "UPPER BOUND",
+    "HBM-bandwidth",
+    "ICI fsdp all-gather",
+    "recompute overhead",
+  ):
     assert label in proc.stdout, label
 
 
 def test_plan_nocompile_benchmark_domain_without_its_data():
   # --nocompile never builds the domain: a missing data directory does not matter
-  proc = _run_plan("--config=configs/qwen2_5_7b.py:api_bank,v6e-64", "--nocompile",
-                   "--config.domain.data_dir=/nonexistent/genenv-data", timeout=120)
+  proc = _run_plan(
+    "--config=configs/qwen2_5_7b.py:api_bank,v6e-64",
+    "--nocompile",
+    "--config.domain.data_dir=/nonexistent/genenv-data",
+    timeout=120,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "64 x v6e (v6e-64)" in proc.stdout and "4096 prompt + 3584 output" in proc.stdout
 
 
 def test_planning_domain_stands_in_for_missing_benchmark_data():
   from configs import qwen2_5_7b
+
   c = qwen2_5_7b.get_config("bfcl,v5p-64")
   c.domain.data_dir = "/nonexistent/genenv-data"
   planned, note = plan.planning_domain(c)
@@ -188,6 +246,7 @@ def test_planning_domain_stands_in_for_missing_benchmark_data():
 
 def test_slice_of_and_virtual_mesh():
   from configs import qwen2_5_7b
+
   assert plan.slice_of(qwen2_5_7b.get_config("v6e-64")) == ("v6e", 64)
   assert plan.slice_of(qwen2_5_7b.get_config("v5p-8")) == ("v5p", 4)
   assert plan.slice_of(qwen2_5_7b.get_config("v5p-64"), devices=16, chip_name="v4") == ("v4", 16)
@@ -203,6 +262,7 @@ def test_slice_of_and_virtual_mesh():
 
 def test_workload_of_config():
   from configs import qwen2_5_7b
+
   w = plan.workload_of(qwen2_5_7b.get_config("v5p-64"))
   assert (w.env_rows, w.agent_rows, w.minibatches) == (32, 512, 16)
   assert (w.agent_prompt, w.agent_answer, w.env_prompt, w.env_output) == (8000, 1000, 4096, 4096)
@@ -233,7 +293,7 @@ def test_chip_table_and_slices():
 def test_memory_peak_and_fit_verdict():
   m = plan_math.Memory(arguments=10, outputs=6, temporaries=3, generated_code=1, alias=5)
   assert m.peak == 15
-  v = plan_math.fit_verdict(80 * GIB, 95 * GIB)           # usable 0.9 x 95 = 85.5 GiB
+  v = plan_math.fit_verdict(80 * GIB, 95 * GIB)  # usable 0.9 x 95 = 85.5 GiB
   assert v.fits and v.usable == 85.5 * GIB and v.shortfall == 0 and v.utilisation == pytest.approx(80 / 95)
   v = plan_math.fit_verdict(90 * GIB, 95 * GIB)
   assert not v.fits and v.shortfall == pytest.approx(4.5 * GIB)
@@ -249,10 +309,11 @@ SHAPE = plan_math.Shape(body_params=100, head_params=10, layers=2, heads=3, head
 def test_forward_flops_and_causal_keys():
   # 2*100*2*5 + 2*10*2*1 + 4*2*5*5*3*4*2 = 2000 + 40 + 4800
   assert plan_math.forward_flops(SHAPE, rows=2, tokens=5, keys=5, head_tokens=1) == 6840
-  assert plan_math.causal_keys(5) == 3.0          # (1 + 2 + 3 + 4 + 5) / 5
+  assert plan_math.causal_keys(5) == 3.0  # (1 + 2 + 3 + 4 + 5) / 5
   assert plan_math.causal_keys(4, offset=10) == 12.5  # queries see 11..14 keys
-  s = plan_math.Shape(body_params=1, head_params=40, layers=3, heads=4, head_dim=8, kv_heads=2, param_bytes=1,
-                      hidden=10, dtype_bytes=2)
+  s = plan_math.Shape(
+    body_params=1, head_params=40, layers=3, heads=4, head_dim=8, kv_heads=2, param_bytes=1, hidden=10, dtype_bytes=2
+  )
   assert s.vocab == 4 and s.kv_bytes_per_token == 2 * 3 * 2 * 8 * 2
 
 
@@ -282,8 +343,18 @@ def test_extrapolate_along_layers():
 from genenv_jax.planning import analytic as pa  # noqa: E402
 
 # vocab 10, kv bytes per token 2 (K, V) x 2 layers x 2 kv heads x 2 dims x 2 bytes = 32
-A = plan_math.Shape(body_params=1000, head_params=200, layers=2, heads=4, head_dim=2, kv_heads=2, param_bytes=4000,
-                    hidden=20, intermediate=40, dtype_bytes=2)
+A = plan_math.Shape(
+  body_params=1000,
+  head_params=200,
+  layers=2,
+  heads=4,
+  head_dim=2,
+  kv_heads=2,
+  param_bytes=4000,
+  hidden=20,
+  intermediate=40,
+  dtype_bytes=2,
+)
 M = pa.MeshShape(data=1, fsdp=4, tensor=2)
 
 
@@ -304,8 +375,10 @@ def test_collective_volumes():
 
 
 def test_train_collectives_by_hand():
-  got = {c.name: (c.bytes, c.count) for c in pa.train_collectives(A, M, rows=16, tokens=10, forwards=1, updates=2,
-                                                                    remat="full")}
+  got = {
+    c.name: (c.bytes, c.count)
+    for c in pa.train_collectives(A, M, rows=16, tokens=10, forwards=1, updates=2, remat="full")
+  }
   # weights per tensor shard 4000 / 2 = 2000; each gather moves 3/4 of them: 1500
   assert got["fsdp all-gather of each layer's weights, forward"] == (2 * 2 * 1500, 2 * 2 * 2)  # 2 updates x 2 fwd
   assert got["fsdp all-gather of each layer's weights, backward"] == (2 * 1500, 4)
@@ -315,7 +388,7 @@ def test_train_collectives_by_hand():
   assert got["tensor all-reduces of the activations (2 per layer per pass)"] == (16 * 1600, 16)
   assert len(got) == 4
   got = {c.name: (c.bytes, c.count) for c in pa.train_collectives(A, pa.MeshShape(2, 4, 2), 16, 10, 1, 2, "none")}
-  assert got["gradient all-reduce over data"] == (2 * 500, 4)          # 2 x (2000/4) x 1/2 per update
+  assert got["gradient all-reduce over data"] == (2 * 500, 4)  # 2 x (2000/4) x 1/2 per update
   assert got["tensor all-reduces of the activations (2 per layer per pass)"] == (12 * 800, 12)
   assert [c.name for c in pa.train_collectives(A, pa.MeshShape(1, 1, 1), 16, 10, 1, 2, "full")] == []
 
@@ -339,8 +412,9 @@ def test_sampling_costs_by_hand():
   assert pf.hbm_bytes == 2000 + 4 * 32 and dec.hbm_bytes == 2 * (2000 + 5.5 * 32)
   assert dec.model_flops == dec.flops == 2 * (2 * 1000 * 8 + 2 * 200 * 8 + 4 * 8 * 5.5 * 4 * 2 * 2)
   assert {c.name: (c.bytes, c.count) for c in pf.collectives} == {
-      "fsdp all-gather of the weights (once, hoisted out of the decode loop)": (1500, 2),
-      "tensor all-reduces of the activations (2 per layer per pass)": (4 * 320, 4)}
+    "fsdp all-gather of the weights (once, hoisted out of the decode loop)": (1500, 2),
+    "tensor all-reduces of the activations (2 per layer per pass)": (4 * 320, 4),
+  }
   assert [(c.bytes, c.count) for c in dec.collectives] == [(8 * 80, 8)]
   _, naive = pa.sampling_costs("s", A, M, 8, 4, 2, efficient=False)
   assert naive.hbm_bytes == 2 * (2000 + 6 * 32) and naive.model_flops == dec.model_flops
@@ -349,9 +423,8 @@ def test_sampling_costs_by_hand():
 
 def test_timed_serial_overlapped_mfu():
   chip = plan_math.Chip("t", peak_flops=1e12, hbm_bytes=GIB, hbm_bandwidth=1e9, ici_bandwidth=1e9, source="")
-  cost = pa.Cost("p", "train", model_flops=6e12, flops=8e12, hbm_bytes=1e9,
-                 collectives=(pa.Collective("x", 2e9, 1),))
-  t = pa.timed(cost, devices=2, chip=chip)   # compute 4 s, HBM 1 s, ICI 2 s
+  cost = pa.Cost("p", "train", model_flops=6e12, flops=8e12, hbm_bytes=1e9, collectives=(pa.Collective("x", 2e9, 1),))
+  t = pa.timed(cost, devices=2, chip=chip)  # compute 4 s, HBM 1 s, ICI 2 s
   assert (t.compute_s, t.hbm_s, t.ici_s, t.serial_s, t.overlapped_s) == (4.0, 1.0, 2.0, 6.0, 4.0)
   assert t.mfu_serial == pytest.approx(0.5) and t.mfu_overlapped == pytest.approx(0.75) and t.bound == "compute"
   assert t.hbm_utilisation == pytest.approx(1 / 6) and t.recompute_overhead == pytest.approx(1 / 3)
@@ -364,10 +437,16 @@ def test_timed_serial_overlapped_mfu():
 def test_memory_breakdown_by_hand():
   m = pa.train_memory(A, M, rows=8, prompt=6, response=4, remat="full", efficient=False)
   # 2 rows per chip, 10 tokens; one layer: 5*20 + (8+4)*2/2 + 3*40/2 = 172 elements per token
-  assert m == {"checkpoints": 2 * 2 * 10 * 20 * 2, "layer": 2 * 2 * 10 * 172 * 2, "attention": 2 * 2 * 100 * 4 * 3,
-               "logits": 3 * 2 * 4 * 5 * 4, "gradients": 500, "weights": 2 * 500 * 2 / 2}
+  assert m == {
+    "checkpoints": 2 * 2 * 10 * 20 * 2,
+    "layer": 2 * 2 * 10 * 172 * 2,
+    "attention": 2 * 2 * 100 * 4 * 3,
+    "logits": 3 * 2 * 4 * 5 * 4,
+    "gradients": 500,
+    "weights": 2 * 500 * 2 / 2,
+  }
   eff = pa.train_memory(A, M, 8, 6, 4, remat="save_dots", efficient=True, logprob_chunk=2)
-  assert eff["checkpoints"] == 2 * 2 * 10 * (20 + 8 + 40 + 40) * 2   # input + q,k,v + o, down + gate, up
+  assert eff["checkpoints"] == 2 * 2 * 10 * (20 + 8 + 40 + 40) * 2  # input + q,k,v + o, down + gate, up
   assert eff["attention"] == 2 * 2 * (100 * 4 * 4 + 10 * 8) and eff["logits"] == 3 * 2 * 2 * 5 * 4
   s = pa.sampling_memory(A, M, rows=8, prompt=4, new=2, efficient=False, prefill_rows=4)
   # one row per chip in flight: one layer 4 x 172 x 2, naive scores 2 heads x 4 x 4 x 4 x 2, logits 10/2 x 4
@@ -378,11 +457,16 @@ def test_memory_breakdown_by_hand():
 
 def test_analyse_assembles_phases_and_peak():
   chip = plan_math.chip("v5p")
-  w = pa.Workload(env_rows=8, agent_rows=16, minibatches=2, agent_prompt=4, agent_answer=2, env_prompt=4,
-                  env_output=2)
+  w = pa.Workload(env_rows=8, agent_rows=16, minibatches=2, agent_prompt=4, agent_answer=2, env_prompt=4, env_output=2)
   a = pa.analyse(w, A, A, M, chip, agent_remat=True, env_remat="none", attention="blockwise")
-  assert [t.cost.name for t in a.phases] == ["env prefill", "env decode", "agent prefill", "agent decode",
-                                             "agent update", "env update"]
+  assert [t.cost.name for t in a.phases] == [
+    "env prefill",
+    "env decode",
+    "agent prefill",
+    "agent decode",
+    "agent update",
+    "env update",
+  ]
   totals = {k: sum(v.values()) for k, v in a.memory.items() if k != "state"}
   assert a.peak_phase == max(totals, key=totals.get)
   assert a.peak_bytes == pytest.approx(sum(a.memory["state"].values()) + totals[a.peak_phase])

@@ -114,8 +114,12 @@ def test_seed_pool_truncates_to_capacity():
 
 def holey_pool() -> P.TaskPool:
   """Capacity 8, valid slots 1, 3, 4, 6 (ids 11, 13, 14, 16)."""
-  pool = P.insert(P.empty_pool({k: v[0] for k, v in make_tasks([0]).items()}, 8),
-                  make_tasks(np.arange(10, 18)), jnp.ones((8,), bool), step=0)
+  pool = P.insert(
+    P.empty_pool({k: v[0] for k, v in make_tasks([0]).items()}, 8),
+    make_tasks(np.arange(10, 18)),
+    jnp.ones((8,), bool),
+    step=0,
+  )
   return pool.replace(valid=jnp.array([False, True, False, True, True, False, True, False]))
 
 
@@ -230,8 +234,9 @@ def test_sampling_is_deterministic_for_a_key():
 def test_update_stats_averages_duplicates_and_checks_order_ids():
   pool = P.seed_pool(make_tasks([0, 1, 2, 3]), 4)
   idx = jnp.array([1, 1, 2, 3], jnp.int32)
-  pool2 = P.update_stats(pool, idx, jnp.array([0.25, 0.75, 0.5, 0.9]), step=7,
-                         mask=jnp.array([True, True, True, False]))
+  pool2 = P.update_stats(
+    pool, idx, jnp.array([0.25, 0.75, 0.5, 0.9]), step=7, mask=jnp.array([True, True, True, False])
+  )
   np.testing.assert_allclose(np.asarray(pool2.p_hat), [0.0, 0.5, 0.5, 0.0])
   assert np.asarray(pool2.last_eval).tolist() == [-1, 7, 7, -1]
   stats = P.pool_stats(pool2, 7)
@@ -250,8 +255,9 @@ def test_update_stats_averages_duplicates_and_checks_order_ids():
 
 def test_insert_with_measured_p_hat_and_stats():
   pool = P.seed_pool(make_tasks([100], difficulty=[1.0]), 4)
-  pool = P.insert(pool, make_tasks([1, 2], difficulty=[2.0, 3.0]), jnp.array([True, True]), step=2,
-                  p_hat=jnp.array([0.4, 0.6]))
+  pool = P.insert(
+    pool, make_tasks([1, 2], difficulty=[2.0, 3.0]), jnp.array([True, True]), step=2, p_hat=jnp.array([0.4, 0.6])
+  )
   assert np.asarray(pool.last_eval).tolist() == [-1, 2, 2, -1]
   stats = P.pool_stats(pool, 4)
   assert int(stats["size"]) == 3
@@ -299,7 +305,10 @@ def test_jit_with_donation_does_not_recompile():
 def test_sharded_pool_under_jit():
   mesh = Mesh(np.array(jax.devices()[:8]), ("data",))
   pool = P.seed_pool(make_tasks(np.arange(4)), 16)
-  shard = lambda x: jax.device_put(x, NamedSharding(mesh, PartitionSpec("data", *([None] * (x.ndim - 1)))))
+
+  def shard(x):
+    return jax.device_put(x, NamedSharding(mesh, PartitionSpec("data", *([None] * (x.ndim - 1)))))
+
   pool = jax.tree.map(lambda x: shard(x) if x.ndim >= 1 else x, pool)
   assert len(pool.tasks["prompt_ids"].sharding.device_set) == 8
 

@@ -57,7 +57,7 @@ def ref_per_token(lp, old, ref, adv, entropy, eps_lo, eps_hi, beta, estimator, c
   if estimator == "k1":
     kl, d_kl = d, np.ones_like(d)
   elif estimator == "k2":
-    kl, d_kl = 0.5 * d ** 2, d
+    kl, d_kl = 0.5 * d**2, d
   else:  # k3 = e^r - r - 1, r = ref - lp
     r = -d
     kl, d_kl = np.exp(r) - r - 1, 1 - np.exp(r)
@@ -87,10 +87,10 @@ def ref_aggregate(per_token, grad_token, mask, mode, max_len):
 def test_advantages_match_reference(method):
   rng = np.random.RandomState(0)
   r = rng.binomial(1, 0.5, size=(12, 6)).astype(np.float64)
-  r[3] = rng.rand(6)          # soft rewards
-  r[4] = 1.0                  # all equal: no signal
+  r[3] = rng.rand(6)  # soft rewards
+  r[4] = 1.0  # all equal: no signal
   valid = rng.rand(12, 6) > 0.2
-  valid[5] = False            # an invalid task
+  valid[5] = False  # an invalid task
   valid[6] = [True] + [False] * 5  # one valid sample
   got = grpo.compute_advantages(jnp.asarray(r, jnp.float32), jnp.asarray(valid), method=method)[0]
   np.testing.assert_allclose(got, ref_advantages(r, valid, method), rtol=RTOL, atol=1e-5)
@@ -107,19 +107,29 @@ def test_logprobs_and_entropy_at_the_sampling_temperature_match_reference(temper
   # ∂/∂hidden of Σ log π_T(y): (onehot(y) - π_T) W^T / T
   onehot = np.eye(29)[targets]
   want_dh = (onehot - np.exp(lp_all)) @ head.T / temperature
-  f = lambda h: chunked_token_logprobs(h, jnp.asarray(head, jnp.float32), jnp.asarray(targets),  # noqa: E731
-                                       temperature=temperature, chunk_size=4, with_entropy=True)
+
+  def f(h):
+    return chunked_token_logprobs(
+      h,
+      jnp.asarray(head, jnp.float32),
+      jnp.asarray(targets),  # noqa: E731
+      temperature=temperature,
+      chunk_size=4,
+      with_entropy=True,
+    )
+
   lp, h = f(jnp.asarray(hidden, jnp.float32))
   np.testing.assert_allclose(lp, want_lp, rtol=RTOL, atol=1e-5)
   np.testing.assert_allclose(h, want_h, rtol=RTOL, atol=1e-5)
-  np.testing.assert_allclose(jax.grad(lambda x: f(x)[0].sum())(jnp.asarray(hidden, jnp.float32)), want_dh,
-                             rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(
+    jax.grad(lambda x: f(x)[0].sum())(jnp.asarray(hidden, jnp.float32)), want_dh, rtol=1e-4, atol=1e-5
+  )
 
 
 def _batch(seed, b=8, length=7):
   rng = np.random.RandomState(seed)
   lp = -rng.rand(b, length) * 3 - 0.05
-  old = lp + rng.randn(b, length) * 0.3   # ratios on both sides of the clip range
+  old = lp + rng.randn(b, length) * 0.3  # ratios on both sides of the clip range
   ref = lp + rng.randn(b, length) * 0.5
   adv = rng.randn(b)
   entropy = rng.rand(b, length) * 2
@@ -138,9 +148,16 @@ def test_grpo_loss_values_and_gradients_match_reference(mode, estimator):
   assert 0 < clip_active[mask].mean() < 1  # the inputs exercise both branches
 
   def loss(x):
-    s, d, metrics = grpo.grpo_loss(x, jnp.asarray(old, jnp.float32), jnp.asarray(ref, jnp.float32),
-                                   jnp.asarray(adv, jnp.float32), jnp.asarray(mask), loss_agg_mode=mode,
-                                   entropy=jnp.asarray(entropy, jnp.float32), **kw)
+    s, d, metrics = grpo.grpo_loss(
+      x,
+      jnp.asarray(old, jnp.float32),
+      jnp.asarray(ref, jnp.float32),
+      jnp.asarray(adv, jnp.float32),
+      jnp.asarray(mask),
+      loss_agg_mode=mode,
+      entropy=jnp.asarray(entropy, jnp.float32),
+      **kw,
+    )
     return grpo.finalize(s, d), metrics
 
   (got_loss, metrics), got_grad = jax.value_and_grad(loss, has_aux=True)(jnp.asarray(lp, jnp.float32))
@@ -157,9 +174,15 @@ def test_dr_grpo_divisor_is_constant_under_invalid_rows():
   per_tok, d_tok, _, _ = ref_per_token(lp, old, ref, adv, entropy, 0.2, 0.2, 0.0, "k3", 0.0)
 
   def ours(m):
-    s, d, _ = grpo.grpo_loss(jnp.asarray(lp, jnp.float32), jnp.asarray(old, jnp.float32), None,
-                             jnp.asarray(adv, jnp.float32), jnp.asarray(m), loss_agg_mode="seq-mean-token-sum-norm",
-                             max_len=7)
+    s, d, _ = grpo.grpo_loss(
+      jnp.asarray(lp, jnp.float32),
+      jnp.asarray(old, jnp.float32),
+      None,
+      jnp.asarray(adv, jnp.float32),
+      jnp.asarray(m),
+      loss_agg_mode="seq-mean-token-sum-norm",
+      max_len=7,
+    )
     return float(s), float(d)
 
   fewer = mask.copy()
@@ -179,8 +202,9 @@ def test_extreme_log_ratios_keep_their_gradient():
   ref = lp + r
   want = np.exp(r) - r - 1
   want_grad = 1 - np.exp(r)  # ∂k3/∂lp
-  got, got_grad = jax.vmap(jax.value_and_grad(lambda x, y: grpo.kl_k3(x, y)))(jnp.asarray(lp, jnp.float32),
-                                                                              jnp.asarray(ref, jnp.float32))
+  got, got_grad = jax.vmap(jax.value_and_grad(lambda x, y: grpo.kl_k3(x, y)))(
+    jnp.asarray(lp, jnp.float32), jnp.asarray(ref, jnp.float32)
+  )
   got, got_grad = np.asarray(got, np.float64), np.asarray(got_grad, np.float64)
   exact = r <= 20
   np.testing.assert_allclose(got[exact], want[exact], rtol=1e-5, atol=1e-5)
@@ -206,8 +230,9 @@ def test_curriculum_and_rwr_loss_match_reference(lam, beta_env):
   assert 0 < keep.sum() < valid.sum()
   w = np.where(keep, np.exp(lam * r_env), 0.0)
   w = w / w.sum()
-  cur = curriculum.curriculum_targets(jnp.asarray(rewards, jnp.float32), jnp.asarray(valid), threshold=thr,
-                                      alpha=alpha, beta=beta, k_min=k_min, lam=lam)
+  cur = curriculum.curriculum_targets(
+    jnp.asarray(rewards, jnp.float32), jnp.asarray(valid), threshold=thr, alpha=alpha, beta=beta, k_min=k_min, lam=lam
+  )
   np.testing.assert_allclose(cur["p_hat"], p_hat, rtol=RTOL, atol=ATOL)
   np.testing.assert_allclose(cur["r_env"], r_env, rtol=RTOL, atol=ATOL)
   np.testing.assert_array_equal(cur["keep"], keep)
@@ -227,8 +252,9 @@ def test_curriculum_and_rwr_loss_match_reference(lam, beta_env):
   want_grad = (w * has / np.maximum(n, 1) / denom)[:, None] * m * (-1 + beta_env * (1 - np.exp(ref - lp)))
 
   def loss(x):
-    s, d, _ = curriculum.rwr_env_loss(x, jnp.asarray(mask), cur["weights"], jnp.asarray(ref, jnp.float32),
-                                      kl_coef=beta_env)
+    s, d, _ = curriculum.rwr_env_loss(
+      x, jnp.asarray(mask), cur["weights"], jnp.asarray(ref, jnp.float32), kl_coef=beta_env
+    )
     return grpo.finalize(s, d)
 
   got, got_grad = jax.value_and_grad(loss)(jnp.asarray(lp, jnp.float32))

@@ -4,11 +4,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hf_models import make_hf_model, save_hf_model, torch
 
 import genenv_jax as gj
 from genenv_jax.models.transformer import init_cache
 from genenv_jax.sampling.sampler import filter_logits
-from hf_models import make_hf_model, save_hf_model, torch
 
 EOS = 2
 
@@ -37,7 +37,7 @@ def test_incremental_cache_decoding_matches_full_forward(tiny):
   logits_p, cache = model(jnp.asarray(ids[:, :6]), jnp.asarray(mask[:, :6]), cache=cache)
   steps = [logits_p]
   for t in range(6, 10):
-    logits_t, cache = model(jnp.asarray(ids[:, t:t + 1]), jnp.asarray(mask[:, t:t + 1]), cache=cache)
+    logits_t, cache = model(jnp.asarray(ids[:, t : t + 1]), jnp.asarray(mask[:, t : t + 1]), cache=cache)
     steps.append(logits_t)
   incremental = np.concatenate([np.asarray(s) for s in steps], axis=1)
   np.testing.assert_allclose(incremental * mask[..., None], full * mask[..., None], atol=1e-4)
@@ -48,15 +48,24 @@ def test_greedy_generation_equals_transformers_generate(tiny):
   ids, mask = prompts()
   out = gj.generate(model, ids, mask, max_new_tokens=12, temperature=0.0, eos_ids=(), key=jax.random.key(0))
   with torch.no_grad():
-    ref = hf_model.generate(input_ids=torch.as_tensor(ids), attention_mask=torch.as_tensor(mask), max_new_tokens=12,
-                            do_sample=False, eos_token_id=None, pad_token_id=0, min_new_tokens=12).numpy()
-  np.testing.assert_array_equal(np.asarray(out.tokens), ref[:, ids.shape[1]:])
+    ref = hf_model.generate(
+      input_ids=torch.as_tensor(ids),
+      attention_mask=torch.as_tensor(mask),
+      max_new_tokens=12,
+      do_sample=False,
+      eos_token_id=None,
+      pad_token_id=0,
+      min_new_tokens=12,
+    ).numpy()
+  np.testing.assert_array_equal(np.asarray(out.tokens), ref[:, ids.shape[1] :])
   assert np.asarray(out.mask).all()
   # the returned log-probs are log softmax of the logits at the chosen tokens
   seq = np.concatenate([ids, np.asarray(out.tokens)], 1)
   full_mask = np.concatenate([mask, np.ones_like(np.asarray(out.tokens))], 1)
   logp = jax.nn.log_softmax(gj.forward(model, seq, full_mask), -1)
-  expected = np.take_along_axis(np.asarray(logp)[:, ids.shape[1] - 1:-1], np.asarray(out.tokens)[..., None], -1)[..., 0]
+  expected = np.take_along_axis(np.asarray(logp)[:, ids.shape[1] - 1 : -1], np.asarray(out.tokens)[..., None], -1)[
+    ..., 0
+  ]
   np.testing.assert_allclose(np.asarray(out.logprobs), expected, atol=1e-4)
 
 
@@ -106,6 +115,7 @@ def test_top_k_one_equals_greedy(tiny):
 
 def test_prompt_lengths_in_one_bucket_share_a_compilation(tiny):
   from genenv_jax.sampling import sampler as sampling
+
   _, model = tiny
   before = sampling._prefill_jit._cache_size()
   for length in (5, 9, 13):

@@ -3,11 +3,11 @@
 import jax
 import numpy as np
 import pytest
+from hf_models import make_hf_model, save_hf_model
 from jax.sharding import PartitionSpec
 
 import genenv_jax as gj
 from genenv_jax.parallel import sharding as shd
-from hf_models import make_hf_model, save_hf_model
 
 MESHES = [(8, 1, 1), (2, 2, 2), (1, 2, 4)]
 
@@ -39,8 +39,9 @@ def test_logical_rules_shard_divisible_dims_and_replicate_the_rest():
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-  model = make_hf_model("qwen2", num_attention_heads=4, num_key_value_heads=2, hidden_size=64, intermediate_size=128,
-                        vocab_size=128)
+  model = make_hf_model(
+    "qwen2", num_attention_heads=4, num_key_value_heads=2, hidden_size=64, intermediate_size=128, vocab_size=128
+  )
   return save_hf_model(model, tmp_path_factory.mktemp("sharded"))
 
 

@@ -1,17 +1,40 @@
-"""The end-of-run report (genenv_jax.reporting.summary_report): quarter means, the three phenomena's rules, the printed text."""
+"""The end-of-run report (genenv_jax.reporting.summary_report): quarter means, the three phenomena's rules, the
+printed text."""
 
 import numpy as np
 import pytest
 
-from genenv_jax.reporting.summary_report import accuracy_gain, format_report, phenomena, quarter_means, slope, window_gain
+from genenv_jax.reporting.summary_report import (
+  accuracy_gain,
+  format_report,
+  phenomena,
+  quarter_means,
+  slope,
+  window_gain,
+)
 
 
 def make_summary(p_hat, difficulty, accuracy, alpha=0.5, k_min=0.1, n=2000):
-  steps = [{"step": 5 * (i + 1), "p_hat_mean": p, "band_frac": 0.1 * i, "difficulty_mean": d, "agent_reward": 0.5,
-            "invalid_frac": 0.0} for i, (p, d) in enumerate(zip(p_hat, difficulty))]
+  steps = [
+    {
+      "step": 5 * (i + 1),
+      "p_hat_mean": p,
+      "band_frac": 0.1 * i,
+      "difficulty_mean": d,
+      "agent_reward": 0.5,
+      "invalid_frac": 0.0,
+    }
+    for i, (p, d) in enumerate(zip(p_hat, difficulty))
+  ]
   evals = [{"step": 10 * i, "accuracy": a, "by_difficulty": {}, "n": n} for i, a in enumerate(accuracy)]
-  return {"config": {"env": {"curriculum": {"alpha": alpha, "k_min": k_min}}}, "steps": steps, "evals": evals,
-          "final_step": 5 * len(steps), "wall_time_s": 12.0, "warm_start": {"seconds": 3.0}}
+  return {
+    "config": {"env": {"curriculum": {"alpha": alpha, "k_min": k_min}}},
+    "steps": steps,
+    "evals": evals,
+    "final_step": 5 * len(steps),
+    "wall_time_s": 12.0,
+    "warm_start": {"seconds": 3.0},
+  }
 
 
 def test_quarter_means_and_slope():
@@ -23,8 +46,11 @@ def test_quarter_means_and_slope():
 
 
 def test_all_three_phenomena_hold():
-  s = make_summary(p_hat=[0.8, 0.78, 0.7, 0.62, 0.55, 0.5, 0.52, 0.48], difficulty=[3, 3, 4, 5, 6, 6, 7, 7],
-                   accuracy=[0.5, 0.55, 0.6, 0.62, 0.64])
+  s = make_summary(
+    p_hat=[0.8, 0.78, 0.7, 0.62, 0.55, 0.5, 0.52, 0.48],
+    difficulty=[3, 3, 4, 5, 6, 6, 7, 7],
+    accuracy=[0.5, 0.55, 0.6, 0.62, 0.64],
+  )
   ph = phenomena(s)
   a, b, c = ph["a_p_hat_into_band"], ph["b_difficulty_rises"], ph["c_heldout_accuracy_rises"]
   assert a["start"] == pytest.approx(0.79) and a["end"] == pytest.approx(0.5) and a["moved"]
@@ -39,8 +65,11 @@ def test_all_three_phenomena_hold():
 
 
 def test_each_phenomenon_can_fail():
-  leaves = make_summary(p_hat=[0.5, 0.5, 0.5, 0.5, 0.7, 0.72, 0.75, 0.8], difficulty=[5, 5, 5, 5, 4, 4, 3, 3],
-                        accuracy=[0.6, 0.5, 0.5, 0.61])
+  leaves = make_summary(
+    p_hat=[0.5, 0.5, 0.5, 0.5, 0.7, 0.72, 0.75, 0.8],
+    difficulty=[5, 5, 5, 5, 4, 4, 3, 3],
+    accuracy=[0.6, 0.5, 0.5, 0.61],
+  )
   ph = phenomena(leaves)
   assert not ph["a_p_hat_into_band"]["holds"] and not ph["a_p_hat_into_band"]["moved"]
   assert not ph["b_difficulty_rises"]["holds"]
@@ -78,8 +107,10 @@ def test_paired_items_can_show_a_gain_that_the_binomial_se_misses():
   first = (rng.random(400) < 0.5).astype(int)
   last = first.copy()
   last[np.flatnonzero(first == 0)[:24]] = 1  # +0.06: 24 items flip to correct, none flip back
-  g = accuracy_gain({"accuracy": first.mean(), "n": 400, "correct": first.tolist()},
-                    {"accuracy": last.mean(), "n": 400, "correct": last.tolist()})
+  g = accuracy_gain(
+    {"accuracy": first.mean(), "n": 400, "correct": first.tolist()},
+    {"accuracy": last.mean(), "n": 400, "correct": last.tolist()},
+  )
   assert g["gain"] == pytest.approx(0.06) and not g["beyond_2se"]  # 2 SE is about 0.07
   assert g["ci_excludes_zero"] and g["significant"] and g["ci95"][0] > 0
 

@@ -25,12 +25,19 @@ def test_plan_and_bad_inputs():
     sweep.sweep("configs/default.py", specs, "/nonexistent", jobs=0)
   assert sweep.format_eta(3725.4) == "1:02:05"
   cmd = sweep.command("configs/default.py", specs[2], "/w/r", ["--config.total_steps=3"])
-  assert cmd[1:] == ["-m", "genenv_jax.main", "--config=configs/default.py:smoke+random", "--workdir=/w/r",
-                     "--config.seed=0", "--config.total_steps=3"]
+  assert cmd[1:] == [
+    "-m",
+    "genenv_jax.main",
+    "--config=configs/default.py:smoke+random",
+    "--workdir=/w/r",
+    "--config.seed=0",
+    "--config.total_steps=3",
+  ]
 
 
 def test_variants_compose():
   from configs.default import get_config
+
   c = get_config("smoke+random")
   assert c.total_steps == get_config("smoke").total_steps and not c.env.train
   assert get_config("coevolve").to_dict() == get_config("").to_dict()
@@ -50,10 +57,25 @@ def test_is_finished(tmp_path):
 
 
 def test_a_real_run_then_a_resumed_sweep_skips_it(tmp_path):
-  tiny = ["--config.total_steps=1", "--config.warm_start.agent_steps=2", "--config.warm_start.env_steps=2",
-          "--config.eval_every=1", "--config.checkpoint_every=1"]
-  args = [sys.executable, "-m", "genenv_jax.sweep", "--config=configs/default.py", "--variants=smoke", "--seeds=3",
-          f"--workdir={tmp_path}", "--report", "--", *tiny]
+  tiny = [
+    "--config.total_steps=1",
+    "--config.warm_start.agent_steps=2",
+    "--config.warm_start.env_steps=2",
+    "--config.eval_every=1",
+    "--config.checkpoint_every=1",
+  ]
+  args = [
+    sys.executable,
+    "-m",
+    "genenv_jax.sweep",
+    "--config=configs/default.py",
+    "--variants=smoke",
+    "--seeds=3",
+    f"--workdir={tmp_path}",
+    "--report",
+    "--",
+    *tiny,
+  ]
   out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
   assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
   assert "[1/1] smoke_s3 done" in out.stdout and "ETA" in out.stdout

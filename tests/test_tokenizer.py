@@ -37,10 +37,12 @@ TEXTS = (
 LLAMA3_TEMPLATE = (
   "{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' + m['content']"
   " + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
-  "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+  "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+)
 CHATML_TEMPLATE = (
   "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{% endfor %}"
-  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
 
 
 def _package_dir(module: str, pip_name: str) -> pathlib.Path:
@@ -108,7 +110,7 @@ def test_corpus_is_deterministic_and_covers_ascii():
   tasks = [line for line in corpus if line.startswith("Compute: ") and " = " in line][:200]
   assert tasks
   for line in tasks:  # each "Compute: <expr> = <value>" line is arithmetically right
-    expr, value = line[len("Compute: "):].rsplit(" = ", 1)
+    expr, value = line[len("Compute: ") :].rsplit(" = ", 1)
     assert eval(expr, {"__builtins__": {}}) == int(value), line  # noqa: S307 (digits and + - * ( ) only)
 
 
@@ -130,8 +132,8 @@ def test_batch_encode_left_pads_with_correct_mask(arith):
     want = arith.encode(text)
     n = len(want)
     assert row_mask.tolist() == [0] * (16 - n) + [1] * n
-    assert row_ids[16 - n:].tolist() == want
-    assert (row_ids[:16 - n] == arith.pad_id).all()
+    assert row_ids[16 - n :].tolist() == want
+    assert (row_ids[: 16 - n] == arith.pad_id).all()
     assert arith.decode(row_ids) == text  # pad is stripped
 
 
@@ -139,7 +141,7 @@ def test_batch_encode_right_pad_pad_to_and_bos(arith):
   ids, mask = arith.batch_encode(["1+1 ="], max_length=8, pad_to=10, left_pad=False, add_bos=True)
   want = [arith.bos_id, *arith.encode("1+1 =")]
   assert ids.shape == (1, 10)
-  assert ids[0, :len(want)].tolist() == want and (ids[0, len(want):] == arith.pad_id).all()
+  assert ids[0, : len(want)].tolist() == want and (ids[0, len(want) :] == arith.pad_id).all()
   assert mask[0].tolist() == [1] * len(want) + [0] * (10 - len(want))
   with pytest.raises(ValueError, match="pad_to"):
     arith.batch_encode(["1"], max_length=8, pad_to=4)
@@ -151,7 +153,7 @@ def test_batch_encode_over_long_errors_or_truncates(arith):
   with pytest.raises(ValueError, match=r"text 1 is \d+ tokens, over max_length=5"):
     arith.batch_encode(["1", text], max_length=5)
   ids, mask = arith.batch_encode([text], max_length=5, truncation="left")
-  assert ids[0].tolist() == arith.encode(text)[n - 5:] and mask.sum() == 5
+  assert ids[0].tolist() == arith.encode(text)[n - 5 :] and mask.sum() == 5
   ids, _ = arith.batch_encode([text], max_length=5, truncation="right")
   assert ids[0].tolist() == arith.encode(text)[:5]
   with pytest.raises(ValueError, match="truncation"):
@@ -282,8 +284,10 @@ def test_llama3_round_trip(llama, text):
 def test_llama3_chat_template_and_batch(llama):
   messages = [{"role": "user", "content": "Compute: 2+2 ="}]
   prompt = llama.apply_chat_template(messages)
-  assert prompt == ("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nCompute: 2+2 =<|eot_id|>"
-                    "<|start_header_id|>assistant<|end_header_id|>\n\n")
+  assert prompt == (
+    "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nCompute: 2+2 =<|eot_id|>"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n"
+  )
   ids = llama.encode(prompt)
   assert ids[0] == llama.bos_id and ids.count(128009) == 1  # special-token text maps to single ids
   assert llama.decode(ids) == "user\n\nCompute: 2+2 =assistant\n\n"
@@ -334,14 +338,21 @@ def _qwen2_from_tiktoken(ranks_file: pathlib.Path, out: pathlib.Path) -> None:
   from transformers import Qwen2Tokenizer
   from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-  ranks = {base64.b64decode(tok): int(rank) for tok, rank in (line.split() for line in
-                                                               ranks_file.read_text().splitlines() if line)}
+  ranks = {
+    base64.b64decode(tok): int(rank)
+    for tok, rank in (line.split() for line in ranks_file.read_text().splitlines() if line)
+  }
   byte_chars = bytes_to_unicode()
   to_str = lambda b: "".join(byte_chars[x] for x in b)  # noqa: E731
-  merges = sorted((rank, ranks[t[:i]], ranks[t[i:]], t[:i], t[i:]) for t, rank in ranks.items()
-                  for i in range(1, len(t)) if t[:i] in ranks and t[i:] in ranks)
-  qwen = Qwen2Tokenizer(vocab={to_str(t): r for t, r in ranks.items()},
-                        merges=[(to_str(a), to_str(b)) for *_, a, b in merges])
+  merges = sorted(
+    (rank, ranks[t[:i]], ranks[t[i:]], t[:i], t[i:])
+    for t, rank in ranks.items()
+    for i in range(1, len(t))
+    if t[:i] in ranks and t[i:] in ranks
+  )
+  qwen = Qwen2Tokenizer(
+    vocab={to_str(t): r for t, r in ranks.items()}, merges=[(to_str(a), to_str(b)) for *_, a, b in merges]
+  )
   qwen.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})  # ids 151644, 151645
   # As Qwen2-Instruct: turns end with <|im_end|>, <|endoftext|> pads.
   qwen.eos_token, qwen.pad_token, qwen.chat_template = "<|im_end|>", "<|endoftext|>", CHATML_TEMPLATE

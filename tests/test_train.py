@@ -10,12 +10,12 @@ import time
 import jax
 import numpy as np
 import pytest
-
 from coevolution_configs import tiny_config
+
 from genenv_jax.coevolution.build import build
 from genenv_jax.training.checkpointing import Checkpointer
-from genenv_jax.training.metrics import read_tags
 from genenv_jax.training.loop import train
+from genenv_jax.training.metrics import read_tags
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -58,6 +58,7 @@ def test_export_of_a_trained_agent_loads_in_transformers(tmp_path, straight_run)
   import genenv_jax as gj
   from genenv_jax.evaluation.agents import load_workdir
   from genenv_jax.export import main as export_main
+
   _, workdir = straight_run
   assert export_main(["--workdir", str(workdir), "--out", str(tmp_path / "hf")]) == 0
   assert (tmp_path / "hf" / "arith_spm.model").exists()
@@ -72,13 +73,26 @@ def test_export_of_a_trained_agent_loads_in_transformers(tmp_path, straight_run)
 
 
 def run_cli(workdir, *overrides, timeout=600, **popen):
-  cmd = [sys.executable, "-m", "genenv_jax.main", "--config=configs/default.py:smoke", f"--workdir={workdir}",
-         "--config.agent.model.hidden_size=32", "--config.agent.model.head_dim=16", "--config.agent.model.num_layers=1",
-         "--config.env.model.hidden_size=32", "--config.env.model.head_dim=16", "--config.env.model.num_layers=1",
-         "--config.warm_start.agent_steps=2", "--config.warm_start.env_steps=2", *overrides]
+  cmd = [
+    sys.executable,
+    "-m",
+    "genenv_jax.main",
+    "--config=configs/default.py:smoke",
+    f"--workdir={workdir}",
+    "--config.agent.model.hidden_size=32",
+    "--config.agent.model.head_dim=16",
+    "--config.agent.model.num_layers=1",
+    "--config.env.model.hidden_size=32",
+    "--config.env.model.head_dim=16",
+    "--config.env.model.num_layers=1",
+    "--config.warm_start.agent_steps=2",
+    "--config.warm_start.env_steps=2",
+    *overrides,
+  ]
   env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
-  return subprocess.Popen(cmd, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          **popen)
+  return subprocess.Popen(
+    cmd, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen
+  )
 
 
 def test_cli_smoke_run_writes_events_checkpoint_and_summary(tmp_path):
@@ -87,10 +101,28 @@ def test_cli_smoke_run_writes_events_checkpoint_and_summary(tmp_path):
   assert proc.returncode == 0, out[-3000:]
   assert "held-out accuracy" in out and "ETA" in out
   tags = read_tags(str(tmp_path / "tensorboard"))
-  for tag in ("agent/reward_mean", "agent/accuracy", "env/p_hat_mean", "env/p_hat_0_or_1_frac", "env/r_env_mean",
-              "env/band_frac", "env/invalid_frac", "env/difficulty_mean", "agent/kl", "agent/clip_frac",
-              "agent/adv_mean", "agent/zero_std_frac", "agent/entropy", "env/loss", "env/kl", "agent/grad_norm",
-              "env/grad_norm", "perf/step_time_s", "perf/agent_tokens_per_s", "eval/accuracy"):
+  for tag in (
+    "agent/reward_mean",
+    "agent/accuracy",
+    "env/p_hat_mean",
+    "env/p_hat_0_or_1_frac",
+    "env/r_env_mean",
+    "env/band_frac",
+    "env/invalid_frac",
+    "env/difficulty_mean",
+    "agent/kl",
+    "agent/clip_frac",
+    "agent/adv_mean",
+    "agent/zero_std_frac",
+    "agent/entropy",
+    "env/loss",
+    "env/kl",
+    "agent/grad_norm",
+    "env/grad_norm",
+    "perf/step_time_s",
+    "perf/agent_tokens_per_s",
+    "eval/accuracy",
+  ):
     assert tag in tags["scalars"], tag
   assert "examples/tasks_and_rollouts" in tags["text"]
   assert Checkpointer(tmp_path / "checkpoints", save_every=1).latest_step() == 3
@@ -139,23 +171,28 @@ def test_wrong_type_fails_before_any_work(tmp_path):
 
 def test_unknown_variant_is_a_clear_error():
   from configs.default import get_config
+
   with pytest.raises(ValueError, match="unknown variant 'fast'"):
     get_config("fast")
 
 
 def test_step_logging_writes_histograms_and_examples(tmp_path):
-  from genenv_jax.training.metrics import MetricsWriter, read_tensors
   from genenv_jax.models.tokenizer import load_tokenizer
   from genenv_jax.training.loop import _log_step
+  from genenv_jax.training.metrics import MetricsWriter, read_tensors
 
   class FakeRun:
     tokenizer = load_tokenizer()
 
   tok = FakeRun.tokenizer
-  metrics = {"agent/reward_mean": np.float32(0.5), "agent/tokens": np.float32(100.0),
-             "hist/p_hat": np.asarray([0.5, 0.25, -1.0]), "hist/difficulty": np.asarray([2.0, 3.0, -1.0]),
-             "examples/env_tokens": np.asarray([tok.encode("3+4")]),
-             "examples/agent_tokens": np.asarray([tok.encode("7")])}
+  metrics = {
+    "agent/reward_mean": np.float32(0.5),
+    "agent/tokens": np.float32(100.0),
+    "hist/p_hat": np.asarray([0.5, 0.25, -1.0]),
+    "hist/difficulty": np.asarray([2.0, 3.0, -1.0]),
+    "examples/env_tokens": np.asarray([tok.encode("3+4")]),
+    "examples/agent_tokens": np.asarray([tok.encode("7")]),
+  }
   with MetricsWriter(str(tmp_path)) as writer:
     _log_step(writer, FakeRun(), 5, metrics, step_time=2.0)
   tags = read_tags(str(tmp_path))

@@ -11,13 +11,13 @@ import re
 import pytest
 
 from genenv_jax.benchmarks.travelplanner import fields as tf
-from genenv_jax.tasks.benchmark import EvalItem
-from genenv_jax.benchmarks.travelplanner.evaluator import TravelPlannerBenchmark, TravelPlannerGold, evaluate_plan
 from genenv_jax.benchmarks.travelplanner.checks import PlanContext, commonsense_verdicts
 from genenv_jax.benchmarks.travelplanner.database import find_accommodations, load_reference_infos
+from genenv_jax.benchmarks.travelplanner.evaluator import TravelPlannerBenchmark, TravelPlannerGold, evaluate_plan
 from genenv_jax.benchmarks.travelplanner.hard import hard_verdicts, total_cost
 from genenv_jax.benchmarks.travelplanner.plan import parse_plan, plan_to_text
 from genenv_jax.benchmarks.travelplanner.query import load_train_queries, query_from_json
+from genenv_jax.tasks.benchmark import EvalItem
 
 BENCH = TravelPlannerBenchmark()
 
@@ -63,17 +63,37 @@ def test_oracle_passes_every_check(items):
     assert all(r.detail["commonsense"].values())
     assert all(v is not False for v in r.detail["hard"].values())
   metrics = BENCH.aggregate(results)
-  for key in ("delivery_rate", "commonsense_micro", "commonsense_macro", "hard_micro", "hard_macro",
-              "final_pass_rate", "paper_score", "train/final_pass_rate"):
+  for key in (
+    "delivery_rate",
+    "commonsense_micro",
+    "commonsense_macro",
+    "hard_micro",
+    "hard_macro",
+    "final_pass_rate",
+    "paper_score",
+    "train/final_pass_rate",
+  ):
     assert metrics[key] == 1.0, key
   # eval.py's train denominators: 8 * 45 = 360 commonsense checks and 105 applicable hard checks
   assert sum(sum(r.detail["commonsense"].values()) for r in results) == 360
   assert sum(r.detail["hard_applicable"] for r in results) == 105
-  assert all(r.detail["hard_applicable"] == it.gold.query.applicable_hard_constraints() for r, it in zip(results, items))
+  assert all(
+    r.detail["hard_applicable"] == it.gold.query.applicable_hard_constraints() for r, it in zip(results, items)
+  )
 
 
-@pytest.mark.parametrize("output", ["", "I cannot plan this trip.", "[]", "```json\n{\"days\": 1}\n```", "[1, 2]",
-                                    "[{\"days\": 1, \"current_city\": ", None])
+@pytest.mark.parametrize(
+  "output",
+  [
+    "",
+    "I cannot plan this trip.",
+    "[]",
+    "```json\n{\"days\": 1}\n```",
+    "[1, 2]",
+    "[{\"days\": 1, \"current_city\": ",
+    None,
+  ],
+)
 def test_null_and_unparseable_outputs_are_not_delivered(items, output):
   results = [BENCH.score(it, output) for it in items[:5]]
   assert all(not r.detail["delivered"] and r.score == 0.0 and not r.correct for r in results)
@@ -81,11 +101,26 @@ def test_null_and_unparseable_outputs_are_not_delivered(items, output):
   assert metrics["delivery_rate"] == 0.0 and metrics["paper_score"] == 0.0 and metrics["final_pass_rate"] == 0.0
 
 
-@pytest.mark.parametrize("plan", [
-    [{}], [{"days": 1}], [{"days": None, "current_city": 7, "transportation": ["x"]}],
-    [{"current_city": "from St. Petersburg", "transportation": "Flight Number: ", "breakfast": None,
-      "attraction": 3, "lunch": "-", "dinner": "x", "accommodation": {}}] * 3,
-])
+@pytest.mark.parametrize(
+  "plan",
+  [
+    [{}],
+    [{"days": 1}],
+    [{"days": None, "current_city": 7, "transportation": ["x"]}],
+    [
+      {
+        "current_city": "from St. Petersburg",
+        "transportation": "Flight Number: ",
+        "breakfast": None,
+        "attraction": 3,
+        "lunch": "-",
+        "dinner": "x",
+        "accommodation": {},
+      }
+    ]
+    * 3,
+  ],
+)
 def test_malformed_plans_score_zero_without_raising(items, plan):
   result = BENCH.score(items[0], json.dumps(plan))
   assert result.detail["delivered"] and not result.correct
@@ -134,8 +169,10 @@ def test_expensive_restaurant_breaks_budget(items):
   plan = _plan(item)
   name, city = tf.name_city(plan[1]["lunch"])
   used = {plan[d][m] for d in range(len(plan)) for m in tf.MEALS}
-  pricey = max((r for r in item.gold.context.database.restaurants[city] if f"{r.name}, " not in " ".join(used)),
-               key=lambda r: r.average_cost)
+  pricey = max(
+    (r for r in item.gold.context.database.restaurants[city] if f"{r.name}, " not in " ".join(used)),
+    key=lambda r: r.average_cost,
+  )
   plan[1]["lunch"] = plan[1]["lunch"].replace(name, pricey.name)
   detail = _score(item, plan)
   assert detail["commonsense_pass"] and detail["hard"]["budget"] is False and not detail["hard_pass"]
@@ -152,9 +189,12 @@ def test_repeated_restaurant_and_attraction(items):
 
 
 def test_unknown_city_or_name_leaves_the_sandbox(items):
-  for field, value in (("breakfast", "Dial A Cake, Atlantis"), ("lunch", "No Such Diner, Rockford"),
-                       ("attraction", "Burpee Museum of Natural History, Atlantis;"),
-                       ("accommodation", "Nowhere Inn, Rockford")):
+  for field, value in (
+    ("breakfast", "Dial A Cake, Atlantis"),
+    ("lunch", "No Such Diner, Rockford"),
+    ("attraction", "Burpee Museum of Natural History, Atlantis;"),
+    ("accommodation", "Nowhere Inn, Rockford"),
+  ):
     plan = _plan(items[0])
     plan[1][field] = value
     detail = _score(items[0], plan)
@@ -198,10 +238,12 @@ def test_minimum_nights_stay(items):
 
 def test_hard_local_constraints_flip(items):
   item = items[0]
-  house_rules = find_accommodations(item.gold.context.database,
-                                    *tf.name_city(item.gold.plan[0]["accommodation"]))[0].house_rules
-  banned = next(rule for rule in ("smoking", "parties", "children under 10", "visitors", "pets")
-                if f"No {rule}" in house_rules)
+  house_rules = find_accommodations(item.gold.context.database, *tf.name_city(item.gold.plan[0]["accommodation"]))[
+    0
+  ].house_rules
+  banned = next(
+    rule for rule in ("smoking", "parties", "children under 10", "visitors", "pets") if f"No {rule}" in house_rules
+  )
   plan = item.gold.plan
   assert hard_verdicts(_with_local(item, house_rule=banned), plan)["room_rule"].passed is False
   assert hard_verdicts(_with_local(item, room_type="shared room"), plan)["room_type"].passed is False
@@ -226,8 +268,13 @@ def test_partial_credit_score(items):
 
 _WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
 _CUISINES = ("American", "Chinese", "French", "Indian", "Italian", "Mediterranean", "Mexican")
-_HOUSE_WORDS = {"smoking": r"\bsmoking", "parties": r"\bparties", "children under 10": r"\bchildren under",
-                "visitors": r"\bvisitors", "pets": r"\bpets?\b"}
+_HOUSE_WORDS = {
+  "smoking": r"\bsmoking",
+  "parties": r"\bparties",
+  "children under 10": r"\bchildren under",
+  "visitors": r"\bvisitors",
+  "pets": r"\bpets?\b",
+}
 _ROOM_WORDS = {"entire room": "entire room", "private room": "private room"}
 _TRANSPORT_WORDS = {"no flight": r"flight|flying", "no self-driving": r"self-driv|drive ourselves"}
 _SOLO = r"single person|single-person|solo|alone|one person|1 person"
@@ -235,15 +282,16 @@ _SOLO = r"single person|single-person|solo|alone|one person|1 person"
 
 def _query_text(item: EvalItem) -> str:
   content = item.messages[1]["content"]
-  return content[content.rindex("Query:") + len("Query:"):].strip()
+  return content[content.rindex("Query:") + len("Query:") :].strip()
 
 
 def _people_pattern(n: int) -> str:
   if n == 1:
     return _SOLO
   w = _WORDS[n]
-  return rf"\b(?:{n}|{w}) (?:people|individuals)\b|group of (?:{n}|{w})\b|party of {n}\b|for {w}\b|" + \
-      (r"\bpair\b" if n == 2 else "$^")
+  return rf"\b(?:{n}|{w}) (?:people|individuals)\b|group of (?:{n}|{w})\b|party of {n}\b|for {w}\b|" + (
+    r"\bpair\b" if n == 2 else "$^"
+  )
 
 
 def test_annotation_file_matches_query_texts(items):
@@ -261,8 +309,9 @@ def test_annotation_file_matches_query_texts(items):
     assert re.search(rf"\b{start}(?:st|nd|rd|th)\b", text) and re.search(rf"\b{end}(?:st|nd|rd|th)\b", text), where
     assert end - start + 1 == q.days, where
     if re.search(_people_pattern(q.people_number), text) is None:  # queries 8 and 14 leave an easy solo trip implicit
-      assert q.people_number == 1 and q.level == "easy" and item.id in ("travelplanner-train-8",
-                                                                        "travelplanner-train-14"), where
+      assert (
+        q.people_number == 1 and q.level == "easy" and item.id in ("travelplanner-train-8", "travelplanner-train-14")
+      ), where
     local = q.local_constraint
     assert q.level == {0: "easy", 1: "medium", 3: "hard"}[sum(v is not None for v in local.values())], where
     assert {c for c in _CUISINES if c in text} == set(local["cuisine"] or ()), where

@@ -32,7 +32,7 @@ import numpy as np
 from genenv_jax.models.attention import naive_attention
 from genenv_jax.models.attention_blockwise import blockwise_attention
 
-MiB = 2.0 ** 20
+MiB = 2.0**20
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -47,8 +47,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   p.add_argument("--cache", type=int, default=9216, help="decode: static cache slots")
   p.add_argument("--filled", type=int, default=1152, help="decode: slots filled so far (kv_length)")
   p.add_argument("--decode-batch", type=int, default=8, help="decode: rows")
-  p.add_argument("--naive-run-max", type=int, default=9216,
-                 help="run (time) naive only up to this T; above it, only its compiled memory is reported")
+  p.add_argument(
+    "--naive-run-max",
+    type=int,
+    default=9216,
+    help="run (time) naive only up to this T; above it, only its compiled memory is reported",
+  )
   args = p.parse_args(argv)
   args.lengths = [int(x) for x in args.lengths.split(",") if x]
   if not args.lengths or min(args.lengths) <= 0 or args.heads % args.kv_heads or not 0 < args.filled <= args.cache:
@@ -76,10 +80,12 @@ def _inputs(batch: int, t: int, s: int, heads: int, kv_heads: int, head_dim: int
 def training_figures(args: argparse.Namespace, t: int) -> dict:
   """fwd+bwd time and fwd / fwd+bwd temp of naive and blockwise at length t."""
   q, k, v = _inputs(args.batch, t, t, args.heads, args.kv_heads, args.head_dim)
-  mask = jnp.ones((args.batch, t), bool).at[:, :t // 8].set(False)
+  mask = jnp.ones((args.batch, t), bool).at[:, : t // 8].set(False)
   r = jnp.asarray(np.random.RandomState(1).randn(*q.shape), jnp.float32)
-  impls = {"naive": lambda q, k, v: naive_attention(q, k, v, mask, 0),
-           "blockwise": lambda q, k, v: blockwise_attention(q, k, v, mask, 0, block_q=args.block, block_k=args.block)}
+  impls = {
+    "naive": lambda q, k, v: naive_attention(q, k, v, mask, 0),
+    "blockwise": lambda q, k, v: blockwise_attention(q, k, v, mask, 0, block_q=args.block, block_k=args.block),
+  }
   out = {}
   for name, f in impls.items():
     fwd = jax.jit(f)
@@ -87,9 +93,11 @@ def training_figures(args: argparse.Namespace, t: int) -> dict:
     shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (q, k, v)]
     start = time.perf_counter()
     compiled = grad.lower(*shapes).compile()
-    row = {"compile_s": time.perf_counter() - start,
-           "fwd_temp_mib": fwd.lower(*shapes).compile().memory_analysis().temp_size_in_bytes / MiB,
-           "fwd_bwd_temp_mib": compiled.memory_analysis().temp_size_in_bytes / MiB}
+    row = {
+      "compile_s": time.perf_counter() - start,
+      "fwd_temp_mib": fwd.lower(*shapes).compile().memory_analysis().temp_size_in_bytes / MiB,
+      "fwd_bwd_temp_mib": compiled.memory_analysis().temp_size_in_bytes / MiB,
+    }
     if name == "blockwise" or t <= args.naive_run_max:
       row["fwd_bwd_s"] = _median_seconds(compiled, (q, k, v), args.repeats)
     out[name] = row
@@ -106,9 +114,12 @@ def decode_figures(args: argparse.Namespace) -> dict:
   out = {}
   for filled in (args.filled, args.cache):
     mask = jnp.zeros((args.decode_batch, args.cache), bool).at[:, :filled].set(True)
-    steps = {"blockwise": jax.jit(lambda q, k, v, o, mask=mask: blockwise_attention(
-                 q, k, v, mask, o, o + 1, block_q=1, block_k=args.block)),
-             "naive": jax.jit(lambda q, k, v, o, mask=mask: naive_attention(q, k, v, mask, o))}
+    steps = {
+      "blockwise": jax.jit(
+        lambda q, k, v, o, mask=mask: blockwise_attention(q, k, v, mask, o, o + 1, block_q=1, block_k=args.block)
+      ),
+      "naive": jax.jit(lambda q, k, v, o, mask=mask: naive_attention(q, k, v, mask, o)),
+    }
     for name, step in steps.items():
       out[f"{name}_filled_{filled}"] = _median_seconds(step, (q, k, v, jnp.int32(filled - 1)), 10 * args.repeats) * 1e3
   return out
@@ -116,26 +127,39 @@ def decode_figures(args: argparse.Namespace) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> dict:
   args = parse_args(argv)
-  print(f"backend {jax.default_backend()}, B={args.batch} N={args.heads} K={args.kv_heads} D={args.head_dim} "
-        f"block {args.block}, float32, causal + left padding, fwd+bwd = grad of Σ out·r wrt q, k, v")
+  print(
+    f"backend {jax.default_backend()}, B={args.batch} N={args.heads} K={args.kv_heads} D={args.head_dim} "
+    f"block {args.block}, float32, causal + left padding, fwd+bwd = grad of Σ out·r wrt q, k, v"
+  )
   print(f"{'T':>6} {'impl':>10} {'fwd temp MiB':>13} {'fwd+bwd temp MiB':>17} {'fwd+bwd s':>10} {'compile s':>10}")
   training = {}
   for t in args.lengths:
     training[t] = training_figures(args, t)
     for name, row in training[t].items():
       run = f"{row['fwd_bwd_s']:10.3f}" if "fwd_bwd_s" in row else f"{'(skipped)':>10}"
-      print(f"{t:>6} {name:>10} {row['fwd_temp_mib']:13.1f} {row['fwd_bwd_temp_mib']:17.1f} {run} "
-            f"{row['compile_s']:10.2f}")
+      print(
+        f"{t:>6} {name:>10} {row['fwd_temp_mib']:13.1f} {row['fwd_bwd_temp_mib']:17.1f} {run} {row['compile_s']:10.2f}"
+      )
   lo, hi = min(args.lengths), max(args.lengths)
-  growth = {name: training[hi][name]["fwd_bwd_temp_mib"] / training[lo][name]["fwd_bwd_temp_mib"]
-            for name in ("naive", "blockwise")}
-  print(f"fwd+bwd temp growth T={lo}->{hi} (x{hi / lo:.1f} in T, x{(hi / lo) ** 2:.1f} in T²): "
-        + ", ".join(f"{name} x{g:.1f}" for name, g in growth.items()))
+  growth = {
+    name: training[hi][name]["fwd_bwd_temp_mib"] / training[lo][name]["fwd_bwd_temp_mib"]
+    for name in ("naive", "blockwise")
+  }
+  print(
+    f"fwd+bwd temp growth T={lo}->{hi} (x{hi / lo:.1f} in T, x{(hi / lo) ** 2:.1f} in T²): "
+    + ", ".join(f"{name} x{g:.1f}" for name, g in growth.items())
+  )
   decode = decode_figures(args)
-  print(f"decode step, B={args.decode_batch}, 1 query over a {args.cache}-slot cache (ms): "
-        + ", ".join(f"{name} {ms:.3f}" for name, ms in decode.items()))
-  result = {"config": {k: v for k, v in vars(args).items()}, "training": {str(t): v for t, v in training.items()},
-            "temp_growth": growth, "decode_ms": decode}
+  print(
+    f"decode step, B={args.decode_batch}, 1 query over a {args.cache}-slot cache (ms): "
+    + ", ".join(f"{name} {ms:.3f}" for name, ms in decode.items())
+  )
+  result = {
+    "config": {k: v for k, v in vars(args).items()},
+    "training": {str(t): v for t, v in training.items()},
+    "temp_growth": growth,
+    "decode_ms": decode,
+  }
   print("JSON: " + json.dumps(result))
   return result
 

@@ -44,12 +44,9 @@ class ModelSpec:
 
 
 MODEL_SPECS = {
-    "1m": ModelSpec(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=512,
-                    vocab_size=2048),
-    "8m": ModelSpec(hidden_size=256, num_layers=4, num_heads=8, num_kv_heads=8, intermediate_size=1024,
-                    vocab_size=8192),
-    "tiny": ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64,
-                      vocab_size=128),
+  "1m": ModelSpec(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=512, vocab_size=2048),
+  "8m": ModelSpec(hidden_size=256, num_layers=4, num_heads=8, num_kv_heads=8, intermediate_size=1024, vocab_size=8192),
+  "tiny": ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64, vocab_size=128),
 }
 QUICK = dict(configs=("tiny",), batch_sizes=(2,), new_tokens=4, prompt_len=8, repeats=1)
 
@@ -83,11 +80,22 @@ def build_torch_model(spec: ModelSpec, max_positions: int, seed: int) -> Any:
   """A random-weight transformers LlamaForCausalLM (its own initializer, seeded), in eval mode."""
   import torch
   import transformers
+
   config = transformers.LlamaConfig(
-      vocab_size=spec.vocab_size, hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
-      num_hidden_layers=spec.num_layers, num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads,
-      max_position_embeddings=max_positions, tie_word_embeddings=False, rms_norm_eps=1e-6, bos_token_id=1,
-      eos_token_id=None, pad_token_id=0, dtype="float32")
+    vocab_size=spec.vocab_size,
+    hidden_size=spec.hidden_size,
+    intermediate_size=spec.intermediate_size,
+    num_hidden_layers=spec.num_layers,
+    num_attention_heads=spec.num_heads,
+    num_key_value_heads=spec.num_kv_heads,
+    max_position_embeddings=max_positions,
+    tie_word_embeddings=False,
+    rms_norm_eps=1e-6,
+    bos_token_id=1,
+    eos_token_id=None,
+    pad_token_id=0,
+    dtype="float32",
+  )
   torch.manual_seed(seed)
   return transformers.LlamaForCausalLM(config).eval()
 
@@ -107,14 +115,19 @@ def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float], Any]
 
 def rates(prefix: str, tokens: int, ours_s: Sequence[float], hf_s: Sequence[float]) -> dict[str, float | None]:
   """tokens/s of each side (best and median call) and their ratios; None where a time is not positive."""
+
   def rate(seconds: float) -> float | None:
     return tokens / seconds if seconds > 0 else None
 
   def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b is not None else None
 
-  out = {f"{prefix}ours_tok_s": rate(min(ours_s)), f"{prefix}ours_tok_s_median": rate(statistics.median(ours_s)),
-         f"{prefix}hf_tok_s": rate(min(hf_s)), f"{prefix}hf_tok_s_median": rate(statistics.median(hf_s))}
+  out = {
+    f"{prefix}ours_tok_s": rate(min(ours_s)),
+    f"{prefix}ours_tok_s_median": rate(statistics.median(ours_s)),
+    f"{prefix}hf_tok_s": rate(min(hf_s)),
+    f"{prefix}hf_tok_s_median": rate(statistics.median(hf_s)),
+  }
   out[f"{prefix}ratio"] = ratio(out[f"{prefix}ours_tok_s"], out[f"{prefix}hf_tok_s"])
   out[f"{prefix}ratio_median"] = ratio(out[f"{prefix}ours_tok_s_median"], out[f"{prefix}hf_tok_s_median"])
   return out
@@ -124,8 +137,11 @@ def agreement(ours: np.ndarray, theirs: np.ndarray) -> dict[str, float]:
   """Fraction of equal token positions, of fully equal rows, and mean common-prefix length over N."""
   equal = ours == theirs
   prefix = np.where(equal.all(1), equal.shape[1], np.argmin(equal, axis=1))
-  return {"token_fraction": float(equal.mean()), "row_fraction": float(equal.all(1).mean()),
-          "prefix_fraction": float(prefix.mean() / equal.shape[1])}
+  return {
+    "token_fraction": float(equal.mean()),
+    "row_fraction": float(equal.all(1).mean()),
+    "prefix_fraction": float(prefix.mean() / equal.shape[1]),
+  }
 
 
 def bench_one(name: str, spec: ModelSpec, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -137,8 +153,7 @@ def bench_one(name: str, spec: ModelSpec, args: argparse.Namespace) -> list[dict
 
   rows = []
   with tempfile.TemporaryDirectory(prefix=f"bench_sampler_{name}_") as tmp:
-    hf_model = build_torch_model(spec, max_positions=max(256, 2 * (args.prompt_len + args.new_tokens)),
-                                 seed=args.seed)
+    hf_model = build_torch_model(spec, max_positions=max(256, 2 * (args.prompt_len + args.new_tokens)), seed=args.seed)
     n_params = sum(p.numel() for p in hf_model.parameters())
     hf_model.save_pretrained(tmp)
     model = gj.load_hf(tmp)
@@ -149,34 +164,51 @@ def bench_one(name: str, spec: ModelSpec, args: argparse.Namespace) -> list[dict
       n = args.new_tokens
 
       def ours(steps: int) -> np.ndarray:
-        out = gj.generate(model, ids, mask, max_new_tokens=steps, temperature=0.0, eos_ids=(),
-                          key=jax.random.key(0))
+        out = gj.generate(model, ids, mask, max_new_tokens=steps, temperature=0.0, eos_ids=(), key=jax.random.key(0))
         return np.asarray(jax.block_until_ready(out).tokens)
 
       ids_t, mask_t = torch.as_tensor(ids, dtype=torch.long), torch.as_tensor(mask, dtype=torch.long)
 
       def theirs(steps: int) -> np.ndarray:
         with torch.inference_mode():
-          out = hf_model.generate(input_ids=ids_t, attention_mask=mask_t, max_new_tokens=steps,
-                                  min_new_tokens=steps, do_sample=False, use_cache=True, eos_token_id=None,
-                                  pad_token_id=0)
-        return out[:, ids.shape[1]:].numpy()
+          out = hf_model.generate(
+            input_ids=ids_t,
+            attention_mask=mask_t,
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            do_sample=False,
+            use_cache=True,
+            eos_token_id=None,
+            pad_token_id=0,
+          )
+        return out[:, ids.shape[1] :].numpy()
 
       ours_warm, ours_times, ours_tokens = timed(lambda: ours(n), args.repeats)
       hf_warm, hf_times, hf_tokens = timed(lambda: theirs(n), args.repeats)
-      row = {"config": name, "params": int(n_params), "batch": batch, "prompt_len": args.prompt_len,
-             "new_tokens": n, "ours_s": ours_times, "hf_s": hf_times, "ours_warmup_s": ours_warm,
-             "hf_warmup_s": hf_warm, "ours_compile_s": max(ours_warm - min(ours_times), 0.0)}
+      row = {
+        "config": name,
+        "params": int(n_params),
+        "batch": batch,
+        "prompt_len": args.prompt_len,
+        "new_tokens": n,
+        "ours_s": ours_times,
+        "hf_s": hf_times,
+        "ours_warmup_s": ours_warm,
+        "hf_warmup_s": hf_warm,
+        "ours_compile_s": max(ours_warm - min(ours_times), 0.0),
+      }
       row.update(rates("", batch * n, ours_times, hf_times))
       if n > 1:  # decode only: minus a prefill-plus-one-token call, (N - 1) tokens per row
         _, ours_first, _ = timed(lambda: ours(1), args.repeats)
         _, hf_first, _ = timed(lambda: theirs(1), args.repeats)
         row.update(ours_first_token_s=min(ours_first), hf_first_token_s=min(hf_first))
-        row.update(rates("decode_", batch * (n - 1), [t - min(ours_first) for t in ours_times],
-                         [t - min(hf_first) for t in hf_times]))
+        row.update(
+          rates(
+            "decode_", batch * (n - 1), [t - min(ours_first) for t in ours_times], [t - min(hf_first) for t in hf_times]
+          )
+        )
       row["agreement"] = agreement(ours_tokens, hf_tokens)
       rows.append(row)
-    del model
   return rows
 
 
@@ -186,18 +218,26 @@ def _num(value: float | None, spec: str, suffix: str = "") -> str:
 
 def format_table(rows: list[dict[str, Any]]) -> str:
   """One line per (config, batch): whole-generate and decode-only tokens/s, ratios, compile time, agreement."""
-  header = (f"{'config':<6} {'params':>10} {'batch':>5} | {'ours tok/s':>10} {'hf tok/s':>9} {'ratio':>7} "
-            f"{'(median)':>8} | {'decode: ours':>12} {'hf':>7} {'ratio':>7} | {'compile s':>9} | tokens agree")
+  header = (
+    f"{'config':<6} {'params':>10} {'batch':>5} | {'ours tok/s':>10} {'hf tok/s':>9} {'ratio':>7} "
+    f"{'(median)':>8} | {'decode: ours':>12} {'hf':>7} {'ratio':>7} | {'compile s':>9} | tokens agree"
+  )
   lines = [header, "-" * len(header)]
   for r in rows:
     a = r["agreement"]
-    agree = "yes" if a["token_fraction"] == 1.0 else (
-        f"no ({a['token_fraction']:.1%} of tokens, {a['row_fraction']:.0%} of rows, prefix {a['prefix_fraction']:.0%})")
+    agree = (
+      "yes"
+      if a["token_fraction"] == 1.0
+      else (
+        f"no ({a['token_fraction']:.1%} of tokens, {a['row_fraction']:.0%} of rows, prefix {a['prefix_fraction']:.0%})"
+      )
+    )
     lines.append(
-        f"{r['config']:<6} {r['params']:>10,} {r['batch']:>5} | {_num(r['ours_tok_s'], '.0f'):>10} "
-        f"{_num(r['hf_tok_s'], '.0f'):>9} {_num(r['ratio'], '.2f', 'x'):>7} {_num(r['ratio_median'], '.2f', 'x'):>8} | "
-        f"{_num(r.get('decode_ours_tok_s'), '.0f'):>12} {_num(r.get('decode_hf_tok_s'), '.0f'):>7} "
-        f"{_num(r.get('decode_ratio'), '.2f', 'x'):>7} | {r['ours_compile_s']:>9.2f} | {agree}")
+      f"{r['config']:<6} {r['params']:>10,} {r['batch']:>5} | {_num(r['ours_tok_s'], '.0f'):>10} "
+      f"{_num(r['hf_tok_s'], '.0f'):>9} {_num(r['ratio'], '.2f', 'x'):>7} {_num(r['ratio_median'], '.2f', 'x'):>8} | "
+      f"{_num(r.get('decode_ours_tok_s'), '.0f'):>12} {_num(r.get('decode_hf_tok_s'), '.0f'):>7} "
+      f"{_num(r.get('decode_ratio'), '.2f', 'x'):>7} | {r['ours_compile_s']:>9.2f} | {agree}"
+    )
   return "\n".join(lines)
 
 
@@ -207,23 +247,36 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   import jax
   import torch
   import transformers
+
   transformers.utils.logging.disable_progress_bar()
   threads = args.torch_threads or os.cpu_count() or 1
   torch.set_num_threads(threads)
   rows = []
   for name in args.configs:
     rows.extend(bench_one(name, MODEL_SPECS[name], args))
-  print(f"genenv_jax.generate vs transformers.generate (greedy, KV cache, float32), prompt {args.prompt_len}, "
-        f"{args.new_tokens} new tokens, best of {args.repeats} calls; jax {jax.__version__} on "
-        f"{jax.devices()[0].platform}, torch {torch.__version__} with {threads} threads, {os.cpu_count()} CPU cores")
-  print("tok/s = batch x new tokens / seconds of a whole generate call (prefill included); decode = the same minus a "
-        "prefill-plus-one-token call, over (new tokens - 1); ratio = ours / transformers")
+  print(
+    f"genenv_jax.generate vs transformers.generate (greedy, KV cache, float32), prompt {args.prompt_len}, "
+    f"{args.new_tokens} new tokens, best of {args.repeats} calls; jax {jax.__version__} on "
+    f"{jax.devices()[0].platform}, torch {torch.__version__} with {threads} threads, {os.cpu_count()} CPU cores"
+  )
+  print(
+    "tok/s = batch x new tokens / seconds of a whole generate call (prefill included); decode = the same minus a "
+    "prefill-plus-one-token call, over (new tokens - 1); ratio = ours / transformers"
+  )
   print(format_table(rows))
   fractions = [r["agreement"]["token_fraction"] for r in rows]
-  print("tokens agree: " + ("yes" if min(fractions) == 1.0 else
-                            f"no (lowest fraction of equal tokens {min(fractions):.1%})"))
-  result = {"prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "repeats": args.repeats,
-            "torch_threads": threads, "jax_platform": jax.devices()[0].platform, "rows": rows}
+  print(
+    "tokens agree: "
+    + ("yes" if min(fractions) == 1.0 else f"no (lowest fraction of equal tokens {min(fractions):.1%})")
+  )
+  result = {
+    "prompt_len": args.prompt_len,
+    "new_tokens": args.new_tokens,
+    "repeats": args.repeats,
+    "torch_threads": threads,
+    "jax_platform": jax.devices()[0].platform,
+    "rows": rows,
+  }
   print("JSON: " + json.dumps(result))
   return result
 

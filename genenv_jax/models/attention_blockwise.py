@@ -57,24 +57,35 @@ def _forward(qg, k, v, key_mask, query_offset, kv_length, block_q, block_k):
     q_slots = query_offset + i * block_q + jnp.arange(block_q)
 
     def k_block(j, c):
-      m, l, acc = c
-      scores, allowed = _tile(qi, _slice(k, j * block_k, block_k, 2), _slice(key_mask, j * block_k, block_k, 1),
-                              q_slots, j * block_k, block_k, scale)
+      m, denom, acc = c
+      scores, allowed = _tile(
+        qi,
+        _slice(k, j * block_k, block_k, 2),
+        _slice(key_mask, j * block_k, block_k, 1),
+        q_slots,
+        j * block_k,
+        block_k,
+        scale,
+      )
       scores = jnp.where(allowed, scores, _NEG)
       m_new = jnp.maximum(m, scores.max(-1))
       p = jnp.where(allowed, jnp.exp(scores - m_new[..., None]), 0.0)
       correction = jnp.exp(m - m_new)
-      pv = jnp.einsum("bkgqs,bksd->bkgqd", p.astype(v.dtype), _slice(v, j * block_k, block_k, 2),
-                      preferred_element_type=jnp.float32)
-      return m_new, l * correction + p.sum(-1), acc * correction[..., None] + pv
+      pv = jnp.einsum(
+        "bkgqs,bksd->bkgqd", p.astype(v.dtype), _slice(v, j * block_k, block_k, 2), preferred_element_type=jnp.float32
+      )
+      return m_new, denom * correction + p.sum(-1), acc * correction[..., None] + pv
 
-    init = (jnp.full((b, kh, g, block_q), _NEG, jnp.float32), jnp.zeros((b, kh, g, block_q), jnp.float32),
-            jnp.zeros((b, kh, g, block_q, d), jnp.float32))
+    init = (
+      jnp.full((b, kh, g, block_q), _NEG, jnp.float32),
+      jnp.zeros((b, kh, g, block_q), jnp.float32),
+      jnp.zeros((b, kh, g, block_q, d), jnp.float32),
+    )
     trips = _visible_blocks(query_offset + (i + 1) * block_q, kv_length, block_k, num_k)
-    m, l, acc = jax.lax.fori_loop(0, trips, k_block, init)
-    seen = l > 0
-    o = acc / jnp.where(seen, l, 1.0)[..., None]
-    lse_i = jnp.where(seen, m + jnp.log(jnp.where(seen, l, 1.0)), jnp.inf)  # inf: P = exp(S - inf) = 0 in backward
+    m, denom, acc = jax.lax.fori_loop(0, trips, k_block, init)
+    seen = denom > 0
+    o = acc / jnp.where(seen, denom, 1.0)[..., None]
+    lse_i = jnp.where(seen, m + jnp.log(jnp.where(seen, denom, 1.0)), jnp.inf)  # inf: P = exp(S - inf) = 0 in backward
     out = jax.lax.dynamic_update_slice_in_dim(out, o.astype(out.dtype), i * block_q, axis=3)
     return out, jax.lax.dynamic_update_slice_in_dim(lse, lse_i, i * block_q, axis=3)
 
@@ -141,9 +152,17 @@ def _pad_to(x: jax.Array, axis: int, multiple: int, value=0) -> jax.Array:
   return jnp.pad(x, widths, constant_values=value)
 
 
-def blockwise_attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array,
-                        query_offset: jax.Array | int = 0, kv_length: jax.Array | int | None = None, *,
-                        block_q: int = 512, block_k: int = 512) -> jax.Array:
+def blockwise_attention(
+  q: jax.Array,
+  k: jax.Array,
+  v: jax.Array,
+  key_mask: jax.Array,
+  query_offset: jax.Array | int = 0,
+  kv_length: jax.Array | int | None = None,
+  *,
+  block_q: int = 512,
+  block_k: int = 512,
+) -> jax.Array:
   """Flash-style attention, q [B,T,N,D] over k, v [B,K,S,D] -> [B,T,N,D]; the contract of models.attention.attention.
 
   block_q / block_k are the tile sizes (clipped to T and S; T and S are zero-padded up to a multiple, the padded key

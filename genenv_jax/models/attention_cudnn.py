@@ -23,17 +23,21 @@ def _rotate(x: jax.Array, shift: jax.Array) -> jax.Array:
   return jnp.take_along_axis(x, index.reshape(index.shape + (1,) * (x.ndim - 2)), axis=1)
 
 
-def cudnn_attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array, *,
-                    implementation: str = "cudnn") -> jax.Array:
+def cudnn_attention(
+  q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array, *, implementation: str = "cudnn"
+) -> jax.Array:
   """Causal self-attention without a cache: q [B,T,N,D], k, v [B,K,T,D] (contiguous real run per row) -> [B,T,N,D]."""
   t = q.shape[1]
   if k.shape[2] != t:
-    raise ValueError(f"cudnn_attention is for prefill over the T={t} given tokens, got {k.shape[2]} key slots; "
-                     "decode through blockwise attention (models.attention.attention picks it)")
+    raise ValueError(
+      f"cudnn_attention is for prefill over the T={t} given tokens, got {k.shape[2]} key slots; "
+      "decode through blockwise attention (models.attention.attention picks it)"
+    )
   key_mask = key_mask.astype(bool)
   start = jnp.argmax(key_mask, axis=1).astype(jnp.int32)
   length = jnp.sum(key_mask, axis=1, dtype=jnp.int32)
   rotated = [_rotate(x, start) for x in (q, k.swapaxes(1, 2).astype(q.dtype), v.swapaxes(1, 2).astype(q.dtype))]
-  out = jax.nn.dot_product_attention(*rotated, is_causal=True, query_seq_lengths=length,
-                                     key_value_seq_lengths=length, implementation=implementation)
+  out = jax.nn.dot_product_attention(
+    *rotated, is_causal=True, query_seq_lengths=length, key_value_seq_lengths=length, implementation=implementation
+  )
   return _rotate(out, -start)

@@ -40,12 +40,16 @@ def _kernel(length: int, group: int, interpret: bool):
 def _local(qg, k, v, segment_ids, interpret):
   """qg [B,K,G,T,D] (pre-scaled), k, v [B,K,T,D], segment_ids [B,T] int32 -> [B,K,G,T,D] on one device."""
   kernel = _kernel(qg.shape[3], qg.shape[2], interpret)
-  one = lambda q1, k1, v1, seg: kernel(q1, k1, v1, segment_ids=splash.SegmentIds(q=seg, kv=seg))
+
+  def one(q1, k1, v1, seg):
+    return kernel(q1, k1, v1, segment_ids=splash.SegmentIds(q=seg, kv=seg))
+
   return jax.vmap(jax.vmap(one, in_axes=(0, 0, 0, None)))(qg, k, v, segment_ids)
 
 
-def splash_attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array, *,
-                     interpret: bool = False) -> jax.Array:
+def splash_attention(
+  q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Array, *, interpret: bool = False
+) -> jax.Array:
   """Causal self-attention without a cache (query_offset 0, T == S): q [B,T,N,D], k, v [B,K,T,D] -> [B,T,N,D].
 
   interpret=True runs the Pallas interpreter (CPU tests); on TPU leave it False.
@@ -53,10 +57,15 @@ def splash_attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Arr
   b, t, n, d = q.shape
   kh = k.shape[1]
   if k.shape[2] != t:
-    raise ValueError(f"splash_attention is for prefill over the T={t} given tokens, got {k.shape[2]} key slots; "
-                     "decode through blockwise attention (models.attention.attention picks it)")
+    raise ValueError(
+      f"splash_attention is for prefill over the T={t} given tokens, got {k.shape[2]} key slots; "
+      "decode through blockwise attention (models.attention.attention picks it)"
+    )
   extra = -t % TILE
-  pad = lambda x, axis: jnp.pad(x, [(0, extra if i == axis else 0) for i in range(x.ndim)])
+
+  def pad(x, axis):
+    return jnp.pad(x, [(0, extra if i == axis else 0) for i in range(x.ndim)])
+
   qg = pad((q / math.sqrt(d)).reshape(b, t, kh, n // kh, d).transpose(0, 2, 3, 1, 4), 3)
   k, v = pad(k.astype(q.dtype), 2), pad(v.astype(q.dtype), 2)
   segment_ids = pad(key_mask.astype(jnp.int32), 1)
@@ -66,7 +75,8 @@ def splash_attention(q: jax.Array, k: jax.Array, v: jax.Array, key_mask: jax.Arr
     q_spec = logical_to_spec(("batch", "kv_heads", None, None, None), qg.shape, mesh)
     kv_spec = logical_to_spec(("batch", "kv_heads", None, None), k.shape, mesh)
     seg_spec = jax.sharding.PartitionSpec(q_spec[0], None)
-    local = jax.shard_map(local, mesh=mesh, in_specs=(q_spec, kv_spec, kv_spec, seg_spec), out_specs=q_spec,
-                          check_vma=False)
+    local = jax.shard_map(
+      local, mesh=mesh, in_specs=(q_spec, kv_spec, kv_spec, seg_spec), out_specs=q_spec, check_vma=False
+    )
   out = local(qg, k, v, segment_ids)
   return out[:, :, :, :t].transpose(0, 3, 1, 2, 4).reshape(b, t, n, d)

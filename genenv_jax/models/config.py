@@ -50,8 +50,15 @@ class ModelConfig:
   source_hf_config: str = ""  # the loaded config.json (JSON text), carried through to export
 
   def __post_init__(self):
-    for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
-                 "head_dim"):
+    for name in (
+      "vocab_size",
+      "hidden_size",
+      "intermediate_size",
+      "num_layers",
+      "num_heads",
+      "num_kv_heads",
+      "head_dim",
+    ):
       if int(getattr(self, name)) <= 0:
         raise ValueError(f"ModelConfig.{name} must be positive, got {getattr(self, name)}")
     if self.num_heads % self.num_kv_heads:

@@ -21,10 +21,10 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from genenv_jax.parallel import sharding as shd
 from genenv_jax.models import safetensors_io
 from genenv_jax.models.config import ModelConfig, to_dtype
 from genenv_jax.models.transformer import Transformer
+from genenv_jax.parallel import sharding as shd
 
 SUPPORTED_ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}
 # Checkpoint entries that are buffers, not parameters (older exports carry them).
@@ -48,8 +48,10 @@ def read_hf_config(directory: str | os.PathLike, dtype: str = "float32", remat: 
   architectures = raw.get("architectures") or []
   arch = next((a for a in architectures if a in SUPPORTED_ARCHITECTURES), None)
   if arch is None:
-    raise ValueError(f"{path}: unsupported architecture {architectures or raw.get('model_type')!r}; "
-                     f"supported: {sorted(SUPPORTED_ARCHITECTURES)}")
+    raise ValueError(
+      f"{path}: unsupported architecture {architectures or raw.get('model_type')!r}; "
+      f"supported: {sorted(SUPPORTED_ARCHITECTURES)}"
+    )
   for flag in ("attention_bias", "mlp_bias"):
     if arch == "LlamaForCausalLM" and raw.get(flag):
       raise ValueError(f"{path}: Llama with {flag}=true is not supported")
@@ -61,8 +63,8 @@ def read_hf_config(directory: str | os.PathLike, dtype: str = "float32", remat: 
       raise ValueError(f"{path} lacks the required field {key!r}")
     return raw[key]
 
-  rope = dict(raw.get("rope_parameters") or {})       # transformers 5
-  legacy_scaling = raw.get("rope_scaling") or {}      # transformers 4
+  rope = dict(raw.get("rope_parameters") or {})  # transformers 5
+  legacy_scaling = raw.get("rope_scaling") or {}  # transformers 4
   rope_theta = float(rope.get("rope_theta", raw.get("rope_theta", 10000.0)))
   scaling_src = {**legacy_scaling, **{k: v for k, v in rope.items() if k != "rope_theta"}}
   rope_type = scaling_src.get("rope_type", scaling_src.get("type", "default"))
@@ -71,22 +73,38 @@ def read_hf_config(directory: str | os.PathLike, dtype: str = "float32", remat: 
   elif rope_type == "linear":
     rope_scaling = ("linear", float(scaling_src["factor"]))
   elif rope_type == "llama3":
-    rope_scaling = ("llama3", float(scaling_src["factor"]), float(scaling_src["low_freq_factor"]),
-                    float(scaling_src["high_freq_factor"]), float(scaling_src["original_max_position_embeddings"]))
+    rope_scaling = (
+      "llama3",
+      float(scaling_src["factor"]),
+      float(scaling_src["low_freq_factor"]),
+      float(scaling_src["high_freq_factor"]),
+      float(scaling_src["original_max_position_embeddings"]),
+    )
   else:
     raise ValueError(f"{path}: unsupported rope type {rope_type!r}; supported: default, linear, llama3")
 
   num_heads = int(need("num_attention_heads"))
   hidden = int(need("hidden_size"))
   return ModelConfig(
-      vocab_size=int(need("vocab_size")), hidden_size=hidden, intermediate_size=int(need("intermediate_size")),
-      num_layers=int(need("num_hidden_layers")), num_heads=num_heads,
-      num_kv_heads=int(raw.get("num_key_value_heads") or num_heads),
-      head_dim=int(raw.get("head_dim") or hidden // num_heads), rope_theta=rope_theta, rope_scaling=rope_scaling,
-      rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)), qkv_bias=arch == "Qwen2ForCausalLM",
-      tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-      max_position_embeddings=int(raw.get("max_position_embeddings", 4096)), param_dtype=dtype, dtype=dtype,
-      remat=remat, architecture=arch, source_hf_config=json.dumps(raw, sort_keys=True))
+    vocab_size=int(need("vocab_size")),
+    hidden_size=hidden,
+    intermediate_size=int(need("intermediate_size")),
+    num_layers=int(need("num_hidden_layers")),
+    num_heads=num_heads,
+    num_kv_heads=int(raw.get("num_key_value_heads") or num_heads),
+    head_dim=int(raw.get("head_dim") or hidden // num_heads),
+    rope_theta=rope_theta,
+    rope_scaling=rope_scaling,
+    rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+    qkv_bias=arch == "Qwen2ForCausalLM",
+    tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+    max_position_embeddings=int(raw.get("max_position_embeddings", 4096)),
+    param_dtype=dtype,
+    dtype=dtype,
+    remat=remat,
+    architecture=arch,
+    source_hf_config=json.dumps(raw, sort_keys=True),
+  )
 
 
 # ---- tensor name and layout mapping ---------------------------------------------------------------------------------
@@ -96,14 +114,12 @@ Converter = tuple[str, Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray]
 
 def _linear(*split: int) -> tuple[Callable, Callable]:
   """HF [out, in] <-> ours [in, *split] (to_ours: transpose then split the out dim; from_ours: the inverse)."""
-  return (lambda w: w.T.reshape(w.shape[1], *split),
-          lambda p: p.reshape(p.shape[0], -1).T)
+  return (lambda w: w.T.reshape(w.shape[1], *split), lambda p: p.reshape(p.shape[0], -1).T)
 
 
 def _out_proj(heads: int, head_dim: int) -> tuple[Callable, Callable]:
   """HF o_proj [embed, heads*head_dim] <-> ours [heads, head_dim, embed]."""
-  return (lambda w: w.T.reshape(heads, head_dim, w.shape[0]),
-          lambda p: p.reshape(heads * head_dim, p.shape[-1]).T)
+  return (lambda w: w.T.reshape(heads, head_dim, w.shape[0]), lambda p: p.reshape(heads * head_dim, p.shape[-1]).T)
 
 
 def _same() -> tuple[Callable, Callable]:
@@ -117,8 +133,10 @@ def _bias(*split: int) -> tuple[Callable, Callable]:
 def parameter_map(config: ModelConfig) -> dict[tuple, Converter]:
   """Our state path -> (HF tensor name, to_ours, from_ours)."""
   nq, nkv, d = config.num_heads, config.num_kv_heads, config.head_dim
-  table: dict[tuple, Converter] = {("embed",): ("model.embed_tokens.weight", *_same()),
-                                   ("final_norm",): ("model.norm.weight", *_same())}
+  table: dict[tuple, Converter] = {
+    ("embed",): ("model.embed_tokens.weight", *_same()),
+    ("final_norm",): ("model.norm.weight", *_same()),
+  }
   if not config.tie_word_embeddings:
     table[("lm_head",)] = ("lm_head.weight", lambda w: w.T, lambda p: p.T)
   for i in range(config.num_layers):
@@ -152,8 +170,9 @@ def abstract_model(config: ModelConfig) -> tuple[nnx.GraphDef, nnx.State]:
   return nnx.split(abstract)
 
 
-def load_hf(directory: str | os.PathLike, dtype: str = "float32", mesh: Mesh | None = None,
-            remat: bool = False) -> Transformer:
+def load_hf(
+  directory: str | os.PathLike, dtype: str = "float32", mesh: Mesh | None = None, remat: bool = False
+) -> Transformer:
   """Loads an HF Llama/Qwen2 checkpoint directory into a Transformer, each tensor placed with its sharding.
 
   Without a mesh, parameters go to the first device. Raises a ValueError naming missing, unexpected or misshapen
@@ -172,9 +191,11 @@ def load_hf(directory: str | os.PathLike, dtype: str = "float32", mesh: Mesh | N
     present.discard("lm_head.weight")  # some exports keep the tied copy
   missing, unexpected = sorted(expected - present), sorted(present - expected)
   if missing or unexpected:
-    raise ValueError(f"{directory}: checkpoint does not match its config.json "
-                     f"(missing tensors: {missing[:8]}{' ...' if len(missing) > 8 else ''}; "
-                     f"unexpected tensors: {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''})")
+    raise ValueError(
+      f"{directory}: checkpoint does not match its config.json "
+      f"(missing tensors: {missing[:8]}{' ...' if len(missing) > 8 else ''}; "
+      f"unexpected tensors: {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''})"
+    )
 
   if mesh is None:
     mesh = shd.make_mesh((1, 1, 1), devices=jax.devices()[:1])
@@ -185,15 +206,20 @@ def load_hf(directory: str | os.PathLike, dtype: str = "float32", mesh: Mesh | N
     hf_name, to_ours, _ = table[path]
     array = to_ours(tensors[hf_name].get(hf_name))
     if tuple(array.shape) != tuple(variable.shape):
-      raise ValueError(f"{directory}: tensor {hf_name!r} has shape {tensors[hf_name].shape(hf_name)}, which does not "
-                       f"match config.json (expected {tuple(variable.shape)} after conversion)")
+      raise ValueError(
+        f"{directory}: tensor {hf_name!r} has shape {tensors[hf_name].shape(hf_name)}, which does not "
+        f"match config.json (expected {tuple(variable.shape)} after conversion)"
+      )
     host = np.asarray(array, dtype=target_dtype)
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
   is_var = lambda x: isinstance(x, nnx.Variable)  # noqa: E731
   state = jax.tree_util.tree_map_with_path(
-      lambda p, v, s: v.replace(load_leaf(p, v, s.get_value() if is_var(s) else s)),
-      abstract_state, shardings, is_leaf=is_var)
+    lambda p, v, s: v.replace(load_leaf(p, v, s.get_value() if is_var(s) else s)),
+    abstract_state,
+    shardings,
+    is_leaf=is_var,
+  )
   return nnx.merge(graphdef, state)
 
 
@@ -210,15 +236,30 @@ def hf_config_dict(config: ModelConfig) -> dict[str, Any]:
     rope.update(rope_type="linear", factor=config.rope_scaling[1])
   elif config.rope_scaling is not None:
     _, factor, low, high, original = config.rope_scaling
-    rope.update(rope_type="llama3", factor=factor, low_freq_factor=low, high_freq_factor=high,
-                original_max_position_embeddings=int(original))
+    rope.update(
+      rope_type="llama3",
+      factor=factor,
+      low_freq_factor=low,
+      high_freq_factor=high,
+      original_max_position_embeddings=int(original),
+    )
   raw.update(
-      architectures=[config.architecture], model_type=SUPPORTED_ARCHITECTURES[config.architecture],
-      vocab_size=config.vocab_size, hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
-      num_hidden_layers=config.num_layers, num_attention_heads=config.num_heads,
-      num_key_value_heads=config.num_kv_heads, head_dim=config.head_dim, rms_norm_eps=config.rms_norm_eps,
-      tie_word_embeddings=config.tie_word_embeddings, max_position_embeddings=config.max_position_embeddings,
-      rope_parameters=rope, dtype=config.param_dtype, hidden_act="silu")
+    architectures=[config.architecture],
+    model_type=SUPPORTED_ARCHITECTURES[config.architecture],
+    vocab_size=config.vocab_size,
+    hidden_size=config.hidden_size,
+    intermediate_size=config.intermediate_size,
+    num_hidden_layers=config.num_layers,
+    num_attention_heads=config.num_heads,
+    num_key_value_heads=config.num_kv_heads,
+    head_dim=config.head_dim,
+    rms_norm_eps=config.rms_norm_eps,
+    tie_word_embeddings=config.tie_word_embeddings,
+    max_position_embeddings=config.max_position_embeddings,
+    rope_parameters=rope,
+    dtype=config.param_dtype,
+    hidden_act="silu",
+  )
   return raw
 
 
@@ -231,8 +272,10 @@ def save_hf(model: Transformer, directory: str | os.PathLike, max_shard_bytes: i
   config = model.config
   table = parameter_map(config)
   _, state = nnx.split(model)
-  flat = {_state_path(p): v for p, v in jax.tree_util.tree_flatten_with_path(
-      state, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]}
+  flat = {
+    _state_path(p): v
+    for p, v in jax.tree_util.tree_flatten_with_path(state, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]
+  }
 
   def tensors() -> Iterator[tuple[str, np.ndarray]]:
     for path, (hf_name, _, from_ours) in table.items():

@@ -17,8 +17,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
-from genenv_jax.parallel import sharding as shd
 from genenv_jax.models.transformer import Transformer
+from genenv_jax.parallel import sharding as shd
 
 
 def model_mesh(model_or_state: Any) -> Mesh | None:
@@ -64,8 +64,7 @@ def forward(model: Transformer, input_ids: Any, attention_mask: Any = None) -> j
   if attention_mask is None:
     attention_mask = np.ones(input_ids.shape, np.int32)
   if tuple(attention_mask.shape) != tuple(input_ids.shape):
-    raise ValueError(f"attention_mask shape {tuple(attention_mask.shape)} != input_ids shape "
-                     f"{tuple(input_ids.shape)}")
+    raise ValueError(f"attention_mask shape {tuple(attention_mask.shape)} != input_ids shape {tuple(input_ids.shape)}")
   graphdef, state = nnx.split(model)
   mesh = model_mesh(state)
   ids, mask = place_batch((input_ids, attention_mask), mesh)

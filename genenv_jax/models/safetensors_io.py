@@ -18,9 +18,16 @@ import ml_dtypes
 import numpy as np
 
 _DTYPES = {
-    "F64": np.dtype(np.float64), "F32": np.dtype(np.float32), "F16": np.dtype(np.float16),
-    "BF16": np.dtype(ml_dtypes.bfloat16), "I64": np.dtype(np.int64), "I32": np.dtype(np.int32),
-    "I16": np.dtype(np.int16), "I8": np.dtype(np.int8), "U8": np.dtype(np.uint8), "BOOL": np.dtype(np.bool_),
+  "F64": np.dtype(np.float64),
+  "F32": np.dtype(np.float32),
+  "F16": np.dtype(np.float16),
+  "BF16": np.dtype(ml_dtypes.bfloat16),
+  "I64": np.dtype(np.int64),
+  "I32": np.dtype(np.int32),
+  "I16": np.dtype(np.int16),
+  "I8": np.dtype(np.int8),
+  "U8": np.dtype(np.uint8),
+  "BOOL": np.dtype(np.bool_),
 }
 _NAMES = {v: k for k, v in _DTYPES.items()}
 
@@ -59,7 +66,7 @@ class SafetensorsFile:
       raise ValueError(f"{self.path}: tensor {name!r} has unsupported dtype {info['dtype']}")
     begin, end = info["data_offsets"]
     dtype = _DTYPES[info["dtype"]]
-    raw = self._map[self._data_start + begin:self._data_start + end]
+    raw = self._map[self._data_start + begin : self._data_start + end]
     return raw.view(dtype).reshape(info["shape"])
 
 
@@ -80,8 +87,10 @@ def open_checkpoint(directory: str | os.PathLike) -> dict[str, SafetensorsFile]:
     return {tensor: opened[file] for tensor, file in weight_map.items()}
   paths = sorted(directory.glob("*.safetensors"))
   if not paths:
-    raise FileNotFoundError(f"no *.safetensors weights in {directory}; save the model with safetensors "
-                            "(transformers' save_pretrained does by default)")
+    raise FileNotFoundError(
+      f"no *.safetensors weights in {directory}; save the model with safetensors "
+      "(transformers' save_pretrained does by default)"
+    )
   table: dict[str, SafetensorsFile] = {}
   for p in paths:
     f = SafetensorsFile(p)
@@ -95,8 +104,11 @@ def _write_file(path: pathlib.Path, tensors: Mapping[str, np.ndarray]) -> None:
   for name, array in tensors.items():
     if array.dtype not in _NAMES:
       raise ValueError(f"tensor {name!r} has dtype {array.dtype}, which safetensors cannot store")
-    header[name] = {"dtype": _NAMES[array.dtype], "shape": list(array.shape),
-                    "data_offsets": [offset, offset + array.nbytes]}
+    header[name] = {
+      "dtype": _NAMES[array.dtype],
+      "shape": list(array.shape),
+      "data_offsets": [offset, offset + array.nbytes],
+    }
     offset += array.nbytes
   header["__metadata__"] = {"format": "pt"}
   blob = json.dumps(header, separators=(",", ":")).encode()
@@ -108,8 +120,9 @@ def _write_file(path: pathlib.Path, tensors: Mapping[str, np.ndarray]) -> None:
       f.write(np.ascontiguousarray(array).tobytes())
 
 
-def write_checkpoint(directory: str | os.PathLike, tensors: Iterator[tuple[str, np.ndarray]],
-                     max_shard_bytes: int = 5 * 2**30) -> list[str]:
+def write_checkpoint(
+  directory: str | os.PathLike, tensors: Iterator[tuple[str, np.ndarray]], max_shard_bytes: int = 5 * 2**30
+) -> list[str]:
   """Writes tensors (streamed from an iterator) into shards of at most max_shard_bytes, plus an index when sharded.
 
   Returns the file names written. One shard is named `model.safetensors`, as transformers expects.

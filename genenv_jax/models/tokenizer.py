@@ -34,8 +34,17 @@ GENERATION_PROMPT = "assistant:"
 
 # End-of-sequence / end-of-turn tokens of common model families; any present as a special token counts as an eos id
 # (Qwen2 ends chat turns with <|im_end|> but documents <|endoftext|>; Llama 3 ends turns with <|eot_id|>).
-_KNOWN_EOS_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|eom_id|>", "<end_of_turn>",
-                     "<eos>", "</s>", "<|end|>")
+_KNOWN_EOS_TOKENS = (
+  "<|im_end|>",
+  "<|endoftext|>",
+  "<|eot_id|>",
+  "<|end_of_text|>",
+  "<|eom_id|>",
+  "<end_of_turn>",
+  "<eos>",
+  "</s>",
+  "<|end|>",
+)
 _HF_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
@@ -46,8 +55,11 @@ def default_tokenizer_path() -> pathlib.Path:
 
 def _check_messages(messages: Sequence[Message]) -> None:
   for i, message in enumerate(messages):
-    if not isinstance(message, Mapping) or not isinstance(message.get("role"), str) or not isinstance(
-        message.get("content"), str):
+    if (
+      not isinstance(message, Mapping)
+      or not isinstance(message.get("role"), str)
+      or not isinstance(message.get("content"), str)
+    ):
       raise ValueError(f"message {i} must be a mapping with str 'role' and 'content', got {message!r}")
 
 
@@ -58,8 +70,15 @@ class Tokenizer(abc.ABC):
   and starts with the tokenizer's own eos token; `bos_id` may be None (Qwen2 has none).
   """
 
-  def __init__(self, path: pathlib.Path, vocab_size: int, bos_id: int | None, eos_ids: Iterable[int],
-               pad_id: int | None, special_ids: Iterable[int]):
+  def __init__(
+    self,
+    path: pathlib.Path,
+    vocab_size: int,
+    bos_id: int | None,
+    eos_ids: Iterable[int],
+    pad_id: int | None,
+    special_ids: Iterable[int],
+  ):
     eos = tuple(dict.fromkeys(int(i) for i in eos_ids))
     if not eos:
       raise ValueError(f"tokenizer at {path} defines no eos token; genenv_jax needs one to end generations")
@@ -68,8 +87,11 @@ class Tokenizer(abc.ABC):
     self._bos_id = None if bos_id is None else int(bos_id)
     self._eos_ids = eos
     self._pad_id = eos[0] if pad_id is None else int(pad_id)
-    self._special_ids = frozenset(int(i) for i in special_ids) | {self._pad_id, *eos} | (
-      set() if self._bos_id is None else {self._bos_id})
+    self._special_ids = (
+      frozenset(int(i) for i in special_ids)
+      | {self._pad_id, *eos}
+      | (set() if self._bos_id is None else {self._bos_id})
+    )
 
   @property
   def path(self) -> pathlib.Path:
@@ -103,8 +125,10 @@ class Tokenizer(abc.ABC):
     return self._special_ids
 
   def __repr__(self) -> str:
-    return (f"{type(self).__name__}(path={str(self._path)!r}, vocab_size={self._vocab_size}, bos_id={self._bos_id}, "
-            f"eos_ids={self._eos_ids}, pad_id={self._pad_id})")
+    return (
+      f"{type(self).__name__}(path={str(self._path)!r}, vocab_size={self._vocab_size}, bos_id={self._bos_id}, "
+      f"eos_ids={self._eos_ids}, pad_id={self._pad_id})"
+    )
 
   # -- implementation hooks -----------------------------------------------------------------------------------------
 
@@ -161,8 +185,15 @@ class Tokenizer(abc.ABC):
       raise ValueError(f"ids {bad[:5]} are outside the vocabulary [0, {self._vocab_size}) of {self._path}")
     return self._decode_ids([i for i in row if i != self._pad_id], skip_special)
 
-  def batch_encode(self, texts: Sequence[str], max_length: int, pad_to: int | None = None, left_pad: bool = True,
-                   add_bos: bool = False, truncation: Truncation = "error") -> tuple[np.ndarray, np.ndarray]:
+  def batch_encode(
+    self,
+    texts: Sequence[str],
+    max_length: int,
+    pad_to: int | None = None,
+    left_pad: bool = True,
+    add_bos: bool = False,
+    truncation: Truncation = "error",
+  ) -> tuple[np.ndarray, np.ndarray]:
     """Encodes `texts` into a padded batch: (ids int32 [B, T], mask int32 [B, T]), mask 1 on real tokens.
 
     T is `pad_to` when given (it must be >= max_length), else `max_length`: a fixed width, so jitted consumers see one
@@ -183,8 +214,10 @@ class Tokenizer(abc.ABC):
     for b, row in enumerate(rows):
       if len(row) > max_length:
         if truncation == "error":
-          raise ValueError(f"text {b} is {len(row)} tokens, over max_length={max_length} (starts "
-                           f"{texts[b][:60]!r}); raise max_length or pass truncation='left' or 'right'")
+          raise ValueError(
+            f"text {b} is {len(row)} tokens, over max_length={max_length} (starts "
+            f"{texts[b][:60]!r}); raise max_length or pass truncation='left' or 'right'"
+          )
         row = row[-max_length:] if truncation == "left" else row[:max_length]
       n = len(row)
       if n == 0:
@@ -225,8 +258,14 @@ class HFTokenizer(Tokenizer):
     eos: list[int] = [] if tok.eos_token_id is None else [tok.eos_token_id]
     eos.extend(self._generation_config_eos(path))
     eos.extend(tok.convert_tokens_to_ids(t) for t in _KNOWN_EOS_TOKENS if t in specials)
-    super().__init__(path, vocab_size=len(tok), bos_id=tok.bos_token_id, eos_ids=eos, pad_id=tok.pad_token_id,
-                     special_ids=tok.convert_tokens_to_ids(sorted(specials)))
+    super().__init__(
+      path,
+      vocab_size=len(tok),
+      bos_id=tok.bos_token_id,
+      eos_ids=eos,
+      pad_id=tok.pad_token_id,
+      special_ids=tok.convert_tokens_to_ids(sorted(specials)),
+    )
 
   @staticmethod
   def _generation_config_eos(path: pathlib.Path) -> list[int]:
@@ -256,10 +295,13 @@ class HFTokenizer(Tokenizer):
     """The model's own chat template, rendered to text. Raises ValueError if the directory ships none."""
     _check_messages(messages)
     if not getattr(self._tok, "chat_template", None):
-      raise ValueError(f"tokenizer at {self._path} has no chat template; add \"chat_template\" to its "
-                       "tokenizer_config.json (or a chat_template.jinja file)")
-    text = self._tok.apply_chat_template([dict(m) for m in messages], tokenize=False,
-                                         add_generation_prompt=add_generation_prompt)
+      raise ValueError(
+        f"tokenizer at {self._path} has no chat template; add \"chat_template\" to its "
+        "tokenizer_config.json (or a chat_template.jinja file)"
+      )
+    text = self._tok.apply_chat_template(
+      [dict(m) for m in messages], tokenize=False, add_generation_prompt=add_generation_prompt
+    )
     return str(text)
 
 
@@ -280,15 +322,18 @@ class SentencePieceTokenizer(Tokenizer):
     try:
       sp.Load(str(path))
     except (OSError, RuntimeError) as e:
-      raise ValueError(f"{path} is not a sentencepiece model ({e}); a tiktoken-style tokenizer.model needs its HF "
-                       "tokenizer.json directory instead") from e
+      raise ValueError(
+        f"{path} is not a sentencepiece model ({e}); a tiktoken-style tokenizer.model needs its HF "
+        "tokenizer.json directory instead"
+      ) from e
     self._sp = sp
     n = sp.get_piece_size()
     controls = [i for i in range(n) if sp.is_control(i)]
     positive = lambda i: None if i < 0 else i  # noqa: E731 (sentencepiece reports a missing id as -1)
     eos = [] if sp.eos_id() < 0 else [sp.eos_id()]
-    super().__init__(path, vocab_size=n, bos_id=positive(sp.bos_id()), eos_ids=eos, pad_id=positive(sp.pad_id()),
-                     special_ids=controls)
+    super().__init__(
+      path, vocab_size=n, bos_id=positive(sp.bos_id()), eos_ids=eos, pad_id=positive(sp.pad_id()), special_ids=controls
+    )
 
   def _encode_many(self, texts: Sequence[str]) -> list[list[int]]:
     return [list(row) for row in self._sp.encode(list(texts), out_type=int)]
@@ -317,8 +362,9 @@ def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Tokenizer:
   """
   path = default_tokenizer_path() if path is None else pathlib.Path(path)
   if not path.exists():
-    raise FileNotFoundError(f"tokenizer path {path} does not exist; pass an HF tokenizer directory or a "
-                            "sentencepiece .model file")
+    raise FileNotFoundError(
+      f"tokenizer path {path} does not exist; pass an HF tokenizer directory or a sentencepiece .model file"
+    )
   if path.is_dir():
     if any((path / name).is_file() for name in _HF_FILES):
       return HFTokenizer(path)
@@ -327,8 +373,10 @@ def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Tokenizer:
       return SentencePieceTokenizer(path / models[0])
     if models:
       raise ValueError(f"directory {path} holds several .model files {models}; pass the one to use")
-    raise FileNotFoundError(f"directory {path} holds no tokenizer: expected tokenizer.json / tokenizer_config.json "
-                            "(HF) or one sentencepiece .model file")
+    raise FileNotFoundError(
+      f"directory {path} holds no tokenizer: expected tokenizer.json / tokenizer_config.json "
+      "(HF) or one sentencepiece .model file"
+    )
   if path.suffix == ".model":
     return SentencePieceTokenizer(path)
   raise ValueError(f"{path} is not a tokenizer: pass an HF tokenizer directory or a sentencepiece .model file")

@@ -110,8 +110,15 @@ class Attention(nnx.Module):
       self.k_bias = nnx.Param(jnp.zeros((nkv, d), pd), logical_axes=("kv_heads", "head_dim"))
       self.v_bias = nnx.Param(jnp.zeros((nkv, d), pd), logical_axes=("kv_heads", "head_dim"))
 
-  def __call__(self, x: jax.Array, positions: jax.Array, key_mask: jax.Array, inv_freq: jax.Array,
-               layer_cache: Cache | None, cache_index: jax.Array | None) -> tuple[jax.Array, Cache | None]:
+  def __call__(
+    self,
+    x: jax.Array,
+    positions: jax.Array,
+    key_mask: jax.Array,
+    inv_freq: jax.Array,
+    layer_cache: Cache | None,
+    cache_index: jax.Array | None,
+  ) -> tuple[jax.Array, Cache | None]:
     cfg = self.config
     dt = x.dtype
     q = dense(x, self.q_proj[...].astype(dt))
@@ -135,9 +142,15 @@ class Attention(nnx.Module):
       layer_cache = {"k": keys, "v": values}
       keys, values = keys.astype(dt), values.astype(dt)
 
-    out = attention(q, keys, values, key_mask, 0 if cache_index is None else cache_index,
-                    kv_length=None if cache_index is None else cache_index + t,
-                    implementation=cfg.attention).reshape(x.shape[0], t, cfg.num_heads * cfg.head_dim)
+    out = attention(
+      q,
+      keys,
+      values,
+      key_mask,
+      0 if cache_index is None else cache_index,
+      kv_length=None if cache_index is None else cache_index + t,
+      implementation=cfg.attention,
+    ).reshape(x.shape[0], t, cfg.num_heads * cfg.head_dim)
     o_proj = self.o_proj[...].astype(dt).reshape(cfg.num_heads * cfg.head_dim, cfg.hidden_size)
     return dense(out, o_proj), layer_cache
 
@@ -171,8 +184,9 @@ class Block(nnx.Module):
     self.mlp = MLP(config, rngs=rngs)
 
   def __call__(self, x, positions, key_mask, inv_freq, layer_cache, cache_index):
-    attn_out, layer_cache = self.attn(rms_norm(x, self.input_norm[...], self.eps), positions, key_mask, inv_freq,
-                                      layer_cache, cache_index)
+    attn_out, layer_cache = self.attn(
+      rms_norm(x, self.input_norm[...], self.eps), positions, key_mask, inv_freq, layer_cache, cache_index
+    )
     x = x + attn_out
     x = x + self.mlp(rms_norm(x, self.post_attention_norm[...], self.eps))
     return constrain(x, ("batch", "length", "embed")), layer_cache
@@ -190,8 +204,14 @@ class Transformer(nnx.Module):
     if not config.tie_word_embeddings:
       self.lm_head = _param(rngs, (config.hidden_size, config.vocab_size), ("embed", "vocab"), pd, 0.02)
 
-  def __call__(self, input_ids: jax.Array, attention_mask: jax.Array, cache: Cache | None = None,
-               positions: jax.Array | None = None, logits_from: int = 0) -> tuple[jax.Array, Cache | None]:
+  def __call__(
+    self,
+    input_ids: jax.Array,
+    attention_mask: jax.Array,
+    cache: Cache | None = None,
+    positions: jax.Array | None = None,
+    logits_from: int = 0,
+  ) -> tuple[jax.Array, Cache | None]:
     """Logits [B, T - logits_from, V] (float32) for positions logits_from.. (a static int; -1 = the last position
     only, as a prefill needs) and the updated cache. Skipping positions whose logits are unused skips their share of
     the [B, T, V] head, the largest activation of a small-model RL step.
@@ -208,8 +228,14 @@ class Transformer(nnx.Module):
     dt = to_dtype(self.config.dtype)
     return self.embed[...].astype(dt).T if self.config.tie_word_embeddings else self.lm_head[...].astype(dt)
 
-  def hidden_states(self, input_ids: jax.Array, attention_mask: jax.Array, cache: Cache | None = None,
-                    positions: jax.Array | None = None, hidden_from: int = 0) -> tuple[jax.Array, Cache | None]:
+  def hidden_states(
+    self,
+    input_ids: jax.Array,
+    attention_mask: jax.Array,
+    cache: Cache | None = None,
+    positions: jax.Array | None = None,
+    hidden_from: int = 0,
+  ) -> tuple[jax.Array, Cache | None]:
     """The final-normed hidden states [B, T - hidden_from, E] (compute dtype) that the LM head reads, and the cache.
 
     logits = hidden_states(...) @ head_weight(); callers that chunk the head over the sequence (rl.logprobs) use the
@@ -235,8 +261,9 @@ class Transformer(nnx.Module):
       layer_cache = None if cache is None else cache["layers"][i]
       if cfg.remat and cache is None:  # remat saves activations for a backward pass; decoding has none (and
         # nnx.remat over the cache inside the sampler's while_loop fails: TraceContextError)
-        x, layer_cache = nnx.remat(lambda blk, *a: blk(*a), static_argnums=())(block, x, positions, key_mask,
-                                                                                 inv_freq, layer_cache, index)
+        x, layer_cache = nnx.remat(lambda blk, *a: blk(*a), static_argnums=())(
+          block, x, positions, key_mask, inv_freq, layer_cache, index
+        )
       else:
         x, layer_cache = block(x, positions, key_mask, inv_freq, layer_cache, index)
       new_layers.append(layer_cache)
@@ -254,8 +281,7 @@ def init_cache(config: ModelConfig, batch_size: int, max_length: int, dtype: Any
   dtype = to_dtype(config.dtype) if dtype is None else dtype
   shape = (batch_size, config.num_kv_heads, max_length, config.head_dim)
   return {
-      "layers": [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(config.num_layers)],
-      "mask": jnp.zeros((batch_size, max_length), bool),
-      "index": jnp.zeros((), jnp.int32),
+    "layers": [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(config.num_layers)],
+    "mask": jnp.zeros((batch_size, max_length), bool),
+    "index": jnp.zeros((), jnp.int32),
   }
-

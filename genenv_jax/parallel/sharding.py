@@ -27,15 +27,15 @@ MESH_AXES = ("data", "fsdp", "tensor")
 # dimension and over `tensor` along heads/MLP/vocab (Megatron-style column/row split). Activations: the batch is split
 # over every data-parallel axis.
 DEFAULT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("batch", ("data", "fsdp")),
-    ("vocab", ("tensor",)),
-    ("embed", ("fsdp",)),
-    ("mlp", ("tensor",)),
-    ("q_heads", ("tensor",)),
-    ("kv_heads", ("tensor",)),
-    ("head_dim", ()),
-    ("norm", ()),
-    ("length", ()),
+  ("batch", ("data", "fsdp")),
+  ("vocab", ("tensor",)),
+  ("embed", ("fsdp",)),
+  ("mlp", ("tensor",)),
+  ("q_heads", ("tensor",)),
+  ("kv_heads", ("tensor",)),
+  ("head_dim", ()),
+  ("norm", ()),
+  ("length", ()),
 )
 
 
@@ -64,14 +64,20 @@ def make_mesh(shape: Mapping[str, int] | Sequence[int], devices: Sequence[jax.De
       raise ValueError(f"mesh shape {tuple(sizes)}: {len(devices)} devices do not divide by {known}")
     sizes[sizes.index(-1)] = len(devices) // known
   if math.prod(sizes) != len(devices):
-    raise ValueError(f"mesh shape {dict(zip(MESH_AXES, sizes))} needs {math.prod(sizes)} devices, "
-                     f"but {len(devices)} are available; use -1 for one axis to take the rest")
+    raise ValueError(
+      f"mesh shape {dict(zip(MESH_AXES, sizes))} needs {math.prod(sizes)} devices, "
+      f"but {len(devices)} are available; use -1 for one axis to take the rest"
+    )
   device_grid = np.asarray(devices, dtype=object).reshape(sizes)
   return Mesh(device_grid, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
 
 
-def logical_to_spec(logical_axes: Sequence[str | None] | None, shape: Sequence[int], mesh: Mesh,
-                    rules: Sequence[tuple[str, Sequence[str]]] = DEFAULT_RULES) -> PartitionSpec:
+def logical_to_spec(
+  logical_axes: Sequence[str | None] | None,
+  shape: Sequence[int],
+  mesh: Mesh,
+  rules: Sequence[tuple[str, Sequence[str]]] = DEFAULT_RULES,
+) -> PartitionSpec:
   """Maps logical axis names to a PartitionSpec on `mesh`, replicating dims that the mesh axes do not divide.
 
   A mesh axis is used at most once per array (the first dimension that claims it wins).
@@ -97,6 +103,7 @@ def logical_to_spec(logical_axes: Sequence[str | None] | None, shape: Sequence[i
 
 def _is_variable(x: Any) -> bool:
   from flax import nnx  # local import: sharding has no other flax dependency
+
   return isinstance(x, nnx.Variable)
 
 
@@ -140,20 +147,26 @@ def process_local_rows(global_rows: int, mesh: Mesh | None = None) -> slice:
   """
   count, index = jax.process_count(), jax.process_index()
   if global_rows % count:
-    raise ValueError(f"a global batch of {global_rows} rows does not split over {count} processes; "
-                     "use a batch size that divides by the process count")
+    raise ValueError(
+      f"a global batch of {global_rows} rows does not split over {count} processes; "
+      "use a batch size that divides by the process count"
+    )
   if mesh is None:
     per = global_rows // count
     return slice(index * per, (index + 1) * per)
   if global_rows % _batch_shards(mesh):
-    raise ValueError(f"a global batch of {global_rows} rows does not split over the {_batch_shards(mesh)} "
-                     f"(data, fsdp) shards of mesh {dict(mesh.shape)}; use a multiple of that")
+    raise ValueError(
+      f"a global batch of {global_rows} rows does not split over the {_batch_shards(mesh)} "
+      f"(data, fsdp) shards of mesh {dict(mesh.shape)}; use a multiple of that"
+    )
   indices = batch_sharding(mesh, 1).addressable_devices_indices_map((global_rows,)).values()
   rows = sorted({(i[0].start or 0, global_rows if i[0].stop is None else i[0].stop) for i in indices})
   for (_, stop), (start, _) in zip(rows, rows[1:]):
     if start != stop:
-      raise ValueError(f"this process's devices hold non-contiguous rows {rows} of the batch; build the mesh "
-                       "with make_mesh over jax.devices() so that each process holds one block of rows")
+      raise ValueError(
+        f"this process's devices hold non-contiguous rows {rows} of the batch; build the mesh "
+        "with make_mesh over jax.devices() so that each process holds one block of rows"
+      )
   return slice(rows[0][0], rows[-1][1])
 
 
@@ -168,6 +181,7 @@ def host_local_to_global(local_batch: Any, mesh: Mesh, global_rows: int | None =
   `global_rows` defaults to the local row count times the process count. On one process this is a device_put.
   (`jax.make_array_from_process_local_data` places the local rows on this process's devices.)
   """
+
   def one(x):
     x = np.asarray(x)
     sharding = batch_sharding(mesh, x.ndim)
@@ -187,6 +201,7 @@ def global_batch(batch: Any, mesh: Mesh) -> Any:
   Arrays whose rows split over the (data, fsdp) shards are batch-sharded and each process copies only its own rows
   to its devices; others (and scalars) are replicated. Works on one process and on many.
   """
+
   def one(x):
     x = np.asarray(x)
     if x.ndim and x.shape[0] % _batch_shards(mesh) == 0:
@@ -264,14 +279,26 @@ def maybe_initialize_distributed(config_flag: bool, environ: Mapping[str, str] |
   return True
 
 
-def initialize_distributed(coordinator_address: str | None = None, num_processes: int | None = None,
-                           process_id: int | None = None, local_device_ids: Sequence[int] | None = None) -> None:
+def initialize_distributed(
+  coordinator_address: str | None = None,
+  num_processes: int | None = None,
+  process_id: int | None = None,
+  local_device_ids: Sequence[int] | None = None,
+) -> None:
   """Calls jax.distributed.initialize; only ever called when the config or launch environment asks for it.
 
   On Cloud TPU all arguments may be None (they are discovered); on CPU pass them explicitly.
   """
-  kwargs = {k: v for k, v in dict(coordinator_address=coordinator_address, num_processes=num_processes,
-                                  process_id=process_id, local_device_ids=local_device_ids).items() if v is not None}
+  kwargs = {
+    k: v
+    for k, v in dict(
+      coordinator_address=coordinator_address,
+      num_processes=num_processes,
+      process_id=process_id,
+      local_device_ids=local_device_ids,
+    ).items()
+    if v is not None
+  }
   jax.distributed.initialize(**kwargs)
 
 
@@ -282,4 +309,3 @@ def is_main_process() -> bool:
 
 def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, PartitionSpec())
-

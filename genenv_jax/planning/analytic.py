@@ -59,7 +59,7 @@ from genenv_jax.planning.costs import Chip, Shape, causal_keys, forward_flops
 REMAT_POLICIES = ("none", "full", "save_dots", "save_all_dots")
 ATTENTION = ("naive", "blockwise", "splash", "cudnn", "auto")
 ATTENTION_BLOCK = 512  # query and key block of the memory-efficient attention working set (a tile, not the sequence)
-SCORE_BYTES = 4        # attention scores and logits are float32
+SCORE_BYTES = 4  # attention scores and logits are float32
 
 
 def remat_policy(value) -> str:
@@ -101,7 +101,7 @@ class MeshShape:
     return self.data * self.fsdp
 
 
-# ---- collectives ------------------------------------------------------------------------------------------------------
+# ---- collectives -----------------------------------------------------------------------------------------------------
 
 
 def gather_bytes(array_bytes: float, n: int) -> float:
@@ -116,9 +116,9 @@ def all_reduce_bytes(array_bytes: float, n: int) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Collective:
-  name: str       # what is communicated, and why
-  bytes: float    # per chip, received, over the whole phase
-  count: int      # how many such collectives the phase issues
+  name: str  # what is communicated, and why
+  bytes: float  # per chip, received, over the whole phase
+  count: int  # how many such collectives the phase issues
 
 
 def tensor_all_reduces(shape: Shape, mesh: MeshShape, rows: int, tokens: int, passes: int) -> Collective:
@@ -126,25 +126,42 @@ def tensor_all_reduces(shape: Shape, mesh: MeshShape, rows: int, tokens: int, pa
   hidden]; `passes` counts forwards, backwards and recomputed forwards alike."""
   activations = rows / mesh.batch_shards * tokens * shape.hidden * shape.dtype_bytes
   count = 2 * shape.layers * passes if mesh.tensor > 1 else 0
-  return Collective("tensor all-reduces of the activations (2 per layer per pass)",
-                    count * all_reduce_bytes(activations, mesh.tensor), count)
+  return Collective(
+    "tensor all-reduces of the activations (2 per layer per pass)",
+    count * all_reduce_bytes(activations, mesh.tensor),
+    count,
+  )
 
 
-def train_collectives(shape: Shape, mesh: MeshShape, rows: int, tokens: int, forwards: int, updates: int,
-                      remat: str) -> tuple[Collective, ...]:
+def train_collectives(
+  shape: Shape, mesh: MeshShape, rows: int, tokens: int, forwards: int, updates: int, remat: str
+) -> tuple[Collective, ...]:
   """The collectives of `updates` optimizer steps over `rows` rows in all, each with `forwards` plain forwards (the
   reference's, the KL cap's) plus one forward and one backward."""
   weights = shape.param_bytes / mesh.tensor
   grads = gather_bytes(weights, mesh.fsdp)
   passes = forwards + 2 + (1 if remat == "full" else 0)
-  out = [Collective("fsdp all-gather of each layer's weights, forward", updates * (forwards + 1) * grads,
-                    updates * (forwards + 1) * shape.layers if mesh.fsdp > 1 else 0),
-         Collective("fsdp all-gather of each layer's weights, backward", updates * grads,
-                    updates * shape.layers if mesh.fsdp > 1 else 0),
-         Collective("gradient reduce-scatter over fsdp", updates * grads, updates * shape.layers if mesh.fsdp > 1 else 0)]
+  out = [
+    Collective(
+      "fsdp all-gather of each layer's weights, forward",
+      updates * (forwards + 1) * grads,
+      updates * (forwards + 1) * shape.layers if mesh.fsdp > 1 else 0,
+    ),
+    Collective(
+      "fsdp all-gather of each layer's weights, backward",
+      updates * grads,
+      updates * shape.layers if mesh.fsdp > 1 else 0,
+    ),
+    Collective("gradient reduce-scatter over fsdp", updates * grads, updates * shape.layers if mesh.fsdp > 1 else 0),
+  ]
   if mesh.data > 1:
-    out.append(Collective("gradient all-reduce over data", updates * all_reduce_bytes(weights / mesh.fsdp, mesh.data),
-                          updates * shape.layers))
+    out.append(
+      Collective(
+        "gradient all-reduce over data",
+        updates * all_reduce_bytes(weights / mesh.fsdp, mesh.data),
+        updates * shape.layers,
+      )
+    )
   out.append(tensor_all_reduces(shape, mesh, rows, tokens, passes))
   return tuple(c for c in out if c.count)
 
@@ -152,15 +169,20 @@ def train_collectives(shape: Shape, mesh: MeshShape, rows: int, tokens: int, for
 def sampling_collectives(shape: Shape, mesh: MeshShape, rows: int, prompt: int, new: int) -> tuple[Collective, ...]:
   """Prefill: the weights gathered over fsdp once (hoisted out of the decode loop) and the tensor all-reduces over the
   prompt; decode: the tensor all-reduces of one token per row per step."""
-  out = [Collective("fsdp all-gather of the weights (once, hoisted out of the decode loop)",
-                    gather_bytes(shape.param_bytes / mesh.tensor, mesh.fsdp), shape.layers if mesh.fsdp > 1 else 0),
-         tensor_all_reduces(shape, mesh, rows, prompt, 1)]
+  out = [
+    Collective(
+      "fsdp all-gather of the weights (once, hoisted out of the decode loop)",
+      gather_bytes(shape.param_bytes / mesh.tensor, mesh.fsdp),
+      shape.layers if mesh.fsdp > 1 else 0,
+    ),
+    tensor_all_reduces(shape, mesh, rows, prompt, 1),
+  ]
   if new:
     out.append(tensor_all_reduces(shape, mesh, rows, 1, new))
   return tuple(c for c in out if c.count)
 
 
-# ---- FLOPs and bytes of the phases ------------------------------------------------------------------------------------
+# ---- FLOPs and bytes of the phases -----------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,16 +190,19 @@ class Cost:
   """What one phase costs: global FLOPs, per-device HBM bytes read, per-device collectives."""
 
   name: str
-  kind: str                  # "sampling" | "train"
-  model_flops: float         # without recompute or masked work (the MFU numerator)
-  flops: float               # what the hardware computes
-  hbm_bytes: float           # per device, the bytes that bound a memory-bound phase (decoding)
+  kind: str  # "sampling" | "train"
+  model_flops: float  # without recompute or masked work (the MFU numerator)
+  flops: float  # what the hardware computes
+  hbm_bytes: float  # per device, the bytes that bound a memory-bound phase (decoding)
   collectives: tuple[Collective, ...] = ()
-  recompute: Mapping[str, float] = dataclasses.field(default_factory=dict)  # hardware FLOPs beyond the model's, by source
+  recompute: Mapping[str, float] = dataclasses.field(
+    default_factory=dict
+  )  # hardware FLOPs beyond the model's, by source
 
 
-def recompute_flops(shape: Shape, rows: int, tokens: int, head_tokens: int, remat: str, efficient: bool,
-                    logprob_chunk: int) -> dict[str, float]:
+def recompute_flops(
+  shape: Shape, rows: int, tokens: int, head_tokens: int, remat: str, efficient: bool, logprob_chunk: int
+) -> dict[str, float]:
   """Hardware FLOPs one forward+backward pass computes beyond the model's 3 forwards, by source (module docstring)."""
   keys = causal_keys(tokens) if efficient else tokens
   out = {}
@@ -190,8 +215,20 @@ def recompute_flops(shape: Shape, rows: int, tokens: int, head_tokens: int, rema
   return out
 
 
-def train_cost(name: str, shape: Shape, mesh: MeshShape, rows: int, prompt: int, response: int, *, forwards: int,
-               updates: int, remat: str, efficient: bool, logprob_chunk: int = 0) -> Cost:
+def train_cost(
+  name: str,
+  shape: Shape,
+  mesh: MeshShape,
+  rows: int,
+  prompt: int,
+  response: int,
+  *,
+  forwards: int,
+  updates: int,
+  remat: str,
+  efficient: bool,
+  logprob_chunk: int = 0,
+) -> Cost:
   """`updates` optimizer steps over `rows` rows in all of prompt + response tokens, LM head at the response: per
   step `forwards` plain forwards, one forward and one backward (2 forwards' FLOPs)."""
   tokens = prompt + response
@@ -201,12 +238,20 @@ def train_cost(name: str, shape: Shape, mesh: MeshShape, rows: int, prompt: int,
   masked = (forwards + 3) * (hw_fwd - model_fwd)
   if masked:
     recompute["masked attention (causal half scored)"] = masked
-  return Cost(name, "train", (forwards + 3) * model_fwd, (forwards + 3) * model_fwd + sum(recompute.values()), 0.0,
-              train_collectives(shape, mesh, rows, tokens, forwards, updates, remat), recompute)
+  return Cost(
+    name,
+    "train",
+    (forwards + 3) * model_fwd,
+    (forwards + 3) * model_fwd + sum(recompute.values()),
+    0.0,
+    train_collectives(shape, mesh, rows, tokens, forwards, updates, remat),
+    recompute,
+  )
 
 
-def sampling_costs(name: str, shape: Shape, mesh: MeshShape, rows: int, prompt: int, new: int,
-                   efficient: bool) -> tuple[Cost, Cost]:
+def sampling_costs(
+  name: str, shape: Shape, mesh: MeshShape, rows: int, prompt: int, new: int, efficient: bool
+) -> tuple[Cost, Cost]:
   """(prefill, decode). Prefill: rows × prompt tokens, the head at the last one. Decode step i (0-based) runs one token
   per row against prompt + i + 1 keys; a memory-efficient attention reads only those cache slots, naive reads and
   scores all prompt + new. Each step reads the weights (gathered: param_bytes / tensor) and this chip's cache."""
@@ -220,11 +265,24 @@ def sampling_costs(name: str, shape: Shape, mesh: MeshShape, rows: int, prompt: 
   hw_dec = new * forward_flops(shape, rows, 1, mean_keys if efficient else slots, 1)
   weights = shape.param_bytes / mesh.tensor
   collectives = sampling_collectives(shape, mesh, rows, prompt, new)
-  prefill = Cost(f"{name} prefill", "sampling", model_pf, hw_pf, weights + prompt * kv_chip,
-                 tuple(c for c in collectives[:2]), {"masked attention (causal half scored)": hw_pf - model_pf})
-  decode = Cost(f"{name} decode", "sampling", model_dec, hw_dec,
-                new * (weights + (mean_keys if efficient else slots) * kv_chip), tuple(collectives[2:]),
-                {"masked attention (unfilled cache scored)": hw_dec - model_dec})
+  prefill = Cost(
+    f"{name} prefill",
+    "sampling",
+    model_pf,
+    hw_pf,
+    weights + prompt * kv_chip,
+    tuple(c for c in collectives[:2]),
+    {"masked attention (causal half scored)": hw_pf - model_pf},
+  )
+  decode = Cost(
+    f"{name} decode",
+    "sampling",
+    model_dec,
+    hw_dec,
+    new * (weights + (mean_keys if efficient else slots) * kv_chip),
+    tuple(collectives[2:]),
+    {"masked attention (unfilled cache scored)": hw_dec - model_dec},
+  )
   return prefill, decode
 
 
@@ -239,9 +297,9 @@ class Timed:
   ici_s: float
   serial_s: float
   overlapped_s: float
-  mfu_serial: float        # model FLOPs / (devices · peak · serial_s)
-  mfu_overlapped: float    # the same over overlapped_s: the upper bound
-  hbm_utilisation: float   # HBM bytes / (bandwidth · serial_s): how much of the bandwidth the phase uses
+  mfu_serial: float  # model FLOPs / (devices · peak · serial_s)
+  mfu_overlapped: float  # the same over overlapped_s: the upper bound
+  hbm_utilisation: float  # HBM bytes / (bandwidth · serial_s): how much of the bandwidth the phase uses
 
   @property
   def bound(self) -> str:
@@ -261,9 +319,21 @@ def timed(cost: Cost, devices: int, chip: Chip) -> Timed:
   hbm = cost.hbm_bytes / chip.hbm_bandwidth
   ici = sum(c.bytes for c in cost.collectives) / chip.ici_bandwidth
   serial, overlapped = max(compute, hbm) + ici, max(compute, hbm, ici)
-  mfu = lambda t: cost.model_flops / (devices * chip.peak_flops * t) if t > 0 else 0.0
-  return Timed(cost, compute, hbm, ici, serial, overlapped, mfu(serial), mfu(overlapped),
-               cost.hbm_bytes / (chip.hbm_bandwidth * serial) if serial > 0 else 0.0)
+
+  def mfu(t):
+    return cost.model_flops / (devices * chip.peak_flops * t) if t > 0 else 0.0
+
+  return Timed(
+    cost,
+    compute,
+    hbm,
+    ici,
+    serial,
+    overlapped,
+    mfu(serial),
+    mfu(overlapped),
+    cost.hbm_bytes / (chip.hbm_bandwidth * serial) if serial > 0 else 0.0,
+  )
 
 
 def combined(name: str, parts: Sequence[Timed], devices: int, chip: Chip) -> dict[str, float]:
@@ -272,11 +342,15 @@ def combined(name: str, parts: Sequence[Timed], devices: int, chip: Chip) -> dic
   model, hw = sum(t.cost.model_flops for t in parts), sum(t.cost.flops for t in parts)
   hbm = sum(t.cost.hbm_bytes for t in parts)
   peak = devices * chip.peak_flops
-  return {"name": name, "serial_s": serial, "overlapped_s": overlapped,
-          "mfu_serial": model / (peak * serial) if serial else 0.0,
-          "mfu_overlapped": model / (peak * overlapped) if overlapped else 0.0,
-          "recompute_overhead": hw / model - 1.0 if model else 0.0,
-          "hbm_utilisation": hbm / (chip.hbm_bandwidth * serial) if serial else 0.0}
+  return {
+    "name": name,
+    "serial_s": serial,
+    "overlapped_s": overlapped,
+    "mfu_serial": model / (peak * serial) if serial else 0.0,
+    "mfu_overlapped": model / (peak * overlapped) if overlapped else 0.0,
+    "recompute_overhead": hw / model - 1.0 if model else 0.0,
+    "hbm_utilisation": hbm / (chip.hbm_bandwidth * serial) if serial else 0.0,
+  }
 
 
 # ---- memory ----------------------------------------------------------------------------------------------------------
@@ -285,8 +359,11 @@ def combined(name: str, parts: Sequence[Timed], devices: int, chip: Chip) -> dic
 def layer_activation_elements(shape: Shape, tensor: int) -> float:
   """Elements per token of one decoder layer's activations on one chip: the residual input, two norms, q/k/v, the
   attention output, the output projection, gate/up/activation of the MLP and its down projection."""
-  return (5 * shape.hidden + (2 * shape.heads + 2 * shape.kv_heads) * shape.head_dim / tensor
-          + 3 * shape.intermediate / tensor)
+  return (
+    5 * shape.hidden
+    + (2 * shape.heads + 2 * shape.kv_heads) * shape.head_dim / tensor
+    + 3 * shape.intermediate / tensor
+  )
 
 
 def checkpoint_elements(shape: Shape, tensor: int, remat: str) -> float:
@@ -294,14 +371,17 @@ def checkpoint_elements(shape: Shape, tensor: int, remat: str) -> float:
   "save_dots" policies also the matmul outputs (q, k, v, output projection, gate, up, down); "none" all of them."""
   if remat == "full":
     return shape.hidden
-  dots = (shape.heads + 2 * shape.kv_heads) * shape.head_dim / tensor + 2 * shape.hidden + 2 * shape.intermediate / tensor
+  dots = (
+    (shape.heads + 2 * shape.kv_heads) * shape.head_dim / tensor + 2 * shape.hidden + 2 * shape.intermediate / tensor
+  )
   if remat in ("save_dots", "save_all_dots"):
     return shape.hidden + dots
   return layer_activation_elements(shape, tensor)
 
 
-def attention_bytes(shape: Shape, tensor: int, rows: float, queries: int, keys: int, efficient: bool,
-                    backward: bool) -> float:
+def attention_bytes(
+  shape: Shape, tensor: int, rows: float, queries: int, keys: int, efficient: bool, backward: bool
+) -> float:
   """One layer's attention working set on one chip for `rows` rows: naive keeps float32 scores and probabilities
   [rows, heads/tensor, queries, keys] (and their gradients in a backward pass); a flash-style kernel one
   ATTENTION_BLOCK² tile of them plus the per-query float32 statistics (running max and sum)."""
@@ -312,46 +392,60 @@ def attention_bytes(shape: Shape, tensor: int, rows: float, queries: int, keys: 
   return rows * heads * queries * keys * SCORE_BYTES * (3 if backward else 2)
 
 
-def train_memory(shape: Shape, mesh: MeshShape, rows: int, prompt: int, response: int, remat: str, efficient: bool,
-                 logprob_chunk: int = 0) -> dict[str, float]:
+def train_memory(
+  shape: Shape,
+  mesh: MeshShape,
+  rows: int,
+  prompt: int,
+  response: int,
+  remat: str,
+  efficient: bool,
+  logprob_chunk: int = 0,
+) -> dict[str, float]:
   """Per-chip working set of one forward+backward over `rows` rows (one mini-batch) beyond the state:
-    checkpoints  what the backward keeps of every layer (checkpoint_elements × layers)
-    layer        one layer's activations and their gradients while it is (re)computed and differentiated
-    attention    attention_bytes, with the backward's gradients
-    logits       float32 logits, probabilities and their gradient of one chunk (the whole response unchunked), vocab
-                 split over tensor
-    gradients    the gradients, sharded like the parameters
-    weights      two layers' gathered weights (the one in use and the next, prefetched)."""
+  checkpoints  what the backward keeps of every layer (checkpoint_elements × layers)
+  layer        one layer's activations and their gradients while it is (re)computed and differentiated
+  attention    attention_bytes, with the backward's gradients
+  logits       float32 logits, probabilities and their gradient of one chunk (the whole response unchunked), vocab
+               split over tensor
+  gradients    the gradients, sharded like the parameters
+  weights      two layers' gathered weights (the one in use and the next, prefetched)."""
   per_chip = rows / mesh.batch_shards
   tokens = prompt + response
   chunk = min(logprob_chunk, response) if logprob_chunk else response
   act = shape.dtype_bytes
   return {
-      "checkpoints": shape.layers * per_chip * tokens * checkpoint_elements(shape, mesh.tensor, remat) * act,
-      "layer": 2 * per_chip * tokens * layer_activation_elements(shape, mesh.tensor) * act,
-      "attention": attention_bytes(shape, mesh.tensor, per_chip, tokens, tokens, efficient, backward=True),
-      "logits": 3 * per_chip * chunk * shape.vocab / mesh.tensor * SCORE_BYTES,
-      "gradients": shape.param_bytes / (mesh.fsdp * mesh.tensor),
-      "weights": 2 * shape.body_params / shape.layers * act / mesh.tensor,
+    "checkpoints": shape.layers * per_chip * tokens * checkpoint_elements(shape, mesh.tensor, remat) * act,
+    "layer": 2 * per_chip * tokens * layer_activation_elements(shape, mesh.tensor) * act,
+    "attention": attention_bytes(shape, mesh.tensor, per_chip, tokens, tokens, efficient, backward=True),
+    "logits": 3 * per_chip * chunk * shape.vocab / mesh.tensor * SCORE_BYTES,
+    "gradients": shape.param_bytes / (mesh.fsdp * mesh.tensor),
+    "weights": 2 * shape.body_params / shape.layers * act / mesh.tensor,
   }
 
 
-def sampling_memory(shape: Shape, mesh: MeshShape, rows: int, prompt: int, new: int, efficient: bool,
-                    prefill_rows: int = 0) -> dict[str, float]:
+def sampling_memory(
+  shape: Shape, mesh: MeshShape, rows: int, prompt: int, new: int, efficient: bool, prefill_rows: int = 0
+) -> dict[str, float]:
   """Per-chip working set of sampling beyond the state:
-    kv_cache  rows × (prompt + new) slots × kv_bytes_per_token, kv heads split over tensor when they divide
-    weights   the whole model gathered over fsdp (the hoisted all-gather), split over tensor
-    prefill   one layer's activations and attention over the prompt, for the rows prefilled at once
-              (`prefill_rows` of the global batch per chunk, 0 = all), plus their last-position logits."""
+  kv_cache  rows × (prompt + new) slots × kv_bytes_per_token, kv heads split over tensor when they divide
+  weights   the whole model gathered over fsdp (the hoisted all-gather), split over tensor
+  prefill   one layer's activations and attention over the prompt, for the rows prefilled at once
+            (`prefill_rows` of the global batch per chunk, 0 = all), plus their last-position logits."""
   per_chip = rows / mesh.batch_shards
   in_flight = min(per_chip, max(prefill_rows / mesh.batch_shards, 1.0)) if prefill_rows else per_chip
   kv_split = mesh.tensor if shape.kv_heads % mesh.tensor == 0 else 1
   act = shape.dtype_bytes
-  prefill = (in_flight * prompt * layer_activation_elements(shape, mesh.tensor) * act
-             + attention_bytes(shape, mesh.tensor, in_flight, prompt, prompt, efficient, backward=False)
-             + in_flight * shape.vocab / mesh.tensor * SCORE_BYTES)
-  return {"kv_cache": per_chip * (prompt + new) * shape.kv_bytes_per_token / kv_split,
-          "weights": shape.param_bytes / mesh.tensor, "prefill": prefill}
+  prefill = (
+    in_flight * prompt * layer_activation_elements(shape, mesh.tensor) * act
+    + attention_bytes(shape, mesh.tensor, in_flight, prompt, prompt, efficient, backward=False)
+    + in_flight * shape.vocab / mesh.tensor * SCORE_BYTES
+  )
+  return {
+    "kv_cache": per_chip * (prompt + new) * shape.kv_bytes_per_token / kv_split,
+    "weights": shape.param_bytes / mesh.tensor,
+    "prefill": prefill,
+  }
 
 
 def state_memory(shapes: Sequence[Shape], mesh: MeshShape, moments: int = 2) -> dict[str, float]:
@@ -376,7 +470,7 @@ class Workload:
   agent_answer: int
   env_prompt: int
   env_output: int
-  agent_reference: bool = True   # the agent's KL term is on: a reference forward per mini-batch
+  agent_reference: bool = True  # the agent's KL term is on: a reference forward per mini-batch
   env_train: bool = True
   agent_logprob_chunk: int = 0
   env_logprob_chunk: int = 0
@@ -385,51 +479,93 @@ class Workload:
 
   def __post_init__(self):
     if self.agent_rows <= 0 or self.minibatches <= 0 or self.agent_rows % self.minibatches:
-      raise ValueError(f"agent rows ({self.agent_rows}) must be a positive multiple of the mini-batches "
-                       f"({self.minibatches})")
+      raise ValueError(
+        f"agent rows ({self.agent_rows}) must be a positive multiple of the mini-batches ({self.minibatches})"
+      )
 
 
 @dataclasses.dataclass(frozen=True)
 class Analysis:
   phases: tuple[Timed, ...]
-  training: dict[str, float]            # combined() of the update phases
-  sampling: dict[str, float]            # combined() of the prefill and decode phases
+  training: dict[str, float]  # combined() of the update phases
+  sampling: dict[str, float]  # combined() of the prefill and decode phases
   step_serial_s: float
   step_overlapped_s: float
-  memory: dict[str, dict[str, float]]   # phase -> its working set by component (state under "state")
+  memory: dict[str, dict[str, float]]  # phase -> its working set by component (state under "state")
   peak_phase: str
-  peak_bytes: float                     # state + the largest working set
+  peak_bytes: float  # state + the largest working set
 
 
-def analyse(w: Workload, agent: Shape, env: Shape, mesh: MeshShape, chip: Chip, *, agent_remat: str, env_remat: str,
-            attention: str = "naive") -> Analysis:
-  """The analytic figures of one step: each phase timed, training MFU, sampling HBM utilisation, the memory breakdown."""
+def analyse(
+  w: Workload,
+  agent: Shape,
+  env: Shape,
+  mesh: MeshShape,
+  chip: Chip,
+  *,
+  agent_remat: str,
+  env_remat: str,
+  attention: str = "naive",
+) -> Analysis:
+  """The analytic figures of one step: each phase timed, training MFU, sampling HBM utilisation, the memory
+  breakdown."""
   agent_remat, env_remat = remat_policy(agent_remat), remat_policy(env_remat)
   eff = memory_efficient(attention)
   costs, memory = [], {}
   if w.env_rows:
     costs += sampling_costs("env", env, mesh, w.env_rows, w.env_prompt, w.env_output, eff)
-    memory["env sampling"] = sampling_memory(env, mesh, w.env_rows, w.env_prompt, w.env_output, eff,
-                                             w.env_prefill_rows)
+    memory["env sampling"] = sampling_memory(env, mesh, w.env_rows, w.env_prompt, w.env_output, eff, w.env_prefill_rows)
   costs += sampling_costs("agent", agent, mesh, w.agent_rows, w.agent_prompt, w.agent_answer, eff)
-  memory["agent sampling"] = sampling_memory(agent, mesh, w.agent_rows, w.agent_prompt, w.agent_answer, eff,
-                                             w.agent_prefill_rows)
-  costs.append(train_cost("agent update", agent, mesh, w.agent_rows, w.agent_prompt, w.agent_answer,
-                          forwards=int(w.agent_reference), updates=w.minibatches, remat=agent_remat, efficient=eff,
-                          logprob_chunk=w.agent_logprob_chunk))
-  memory["agent update"] = train_memory(agent, mesh, w.agent_rows // w.minibatches, w.agent_prompt, w.agent_answer,
-                                        agent_remat, eff, w.agent_logprob_chunk)
+  memory["agent sampling"] = sampling_memory(
+    agent, mesh, w.agent_rows, w.agent_prompt, w.agent_answer, eff, w.agent_prefill_rows
+  )
+  costs.append(
+    train_cost(
+      "agent update",
+      agent,
+      mesh,
+      w.agent_rows,
+      w.agent_prompt,
+      w.agent_answer,
+      forwards=int(w.agent_reference),
+      updates=w.minibatches,
+      remat=agent_remat,
+      efficient=eff,
+      logprob_chunk=w.agent_logprob_chunk,
+    )
+  )
+  memory["agent update"] = train_memory(
+    agent, mesh, w.agent_rows // w.minibatches, w.agent_prompt, w.agent_answer, agent_remat, eff, w.agent_logprob_chunk
+  )
   if w.env_rows and w.env_train:
-    costs.append(train_cost("env update", env, mesh, w.env_rows, w.env_prompt, w.env_output, forwards=3, updates=1,
-                            remat=env_remat, efficient=eff, logprob_chunk=w.env_logprob_chunk))
-    memory["env update"] = train_memory(env, mesh, w.env_rows, w.env_prompt, w.env_output, env_remat, eff,
-                                        w.env_logprob_chunk)
+    costs.append(
+      train_cost(
+        "env update",
+        env,
+        mesh,
+        w.env_rows,
+        w.env_prompt,
+        w.env_output,
+        forwards=3,
+        updates=1,
+        remat=env_remat,
+        efficient=eff,
+        logprob_chunk=w.env_logprob_chunk,
+      )
+    )
+    memory["env update"] = train_memory(
+      env, mesh, w.env_rows, w.env_prompt, w.env_output, env_remat, eff, w.env_logprob_chunk
+    )
   phases = tuple(timed(c, mesh.devices, chip) for c in costs)
   state = state_memory((agent, env), mesh)
   peak_phase = max(memory, key=lambda k: sum(memory[k].values()))
-  return Analysis(phases=phases,
-                  training=combined("training", [t for t in phases if t.cost.kind == "train"], mesh.devices, chip),
-                  sampling=combined("sampling", [t for t in phases if t.cost.kind == "sampling"], mesh.devices, chip),
-                  step_serial_s=sum(t.serial_s for t in phases), step_overlapped_s=sum(t.overlapped_s for t in phases),
-                  memory={"state": state, **memory}, peak_phase=peak_phase,
-                  peak_bytes=sum(state.values()) + sum(memory[peak_phase].values()))
+  return Analysis(
+    phases=phases,
+    training=combined("training", [t for t in phases if t.cost.kind == "train"], mesh.devices, chip),
+    sampling=combined("sampling", [t for t in phases if t.cost.kind == "sampling"], mesh.devices, chip),
+    step_serial_s=sum(t.serial_s for t in phases),
+    step_overlapped_s=sum(t.overlapped_s for t in phases),
+    memory={"state": state, **memory},
+    peak_phase=peak_phase,
+    peak_bytes=sum(state.values()) + sum(memory[peak_phase].values()),
+  )

@@ -37,18 +37,18 @@ GIB = 2**30
 @dataclasses.dataclass(frozen=True)
 class Chip:
   name: str
-  peak_flops: float   # dense bf16 FLOP/s per chip (= per JAX device)
-  hbm_bytes: float    # HBM capacity per chip
+  peak_flops: float  # dense bf16 FLOP/s per chip (= per JAX device)
+  hbm_bytes: float  # HBM capacity per chip
   hbm_bandwidth: float  # bytes/s per chip
   ici_bandwidth: float  # bytes/s one chip receives over ICI (one direction; see the module docstring)
   source: str
 
 
 CHIPS: dict[str, Chip] = {
-    "v4": Chip("v4", 275e12, 32 * GIB, 1200e9, 1.1e15 / 4096, "https://cloud.google.com/tpu/docs/v4"),
-    "v5e": Chip("v5e", 197e12, 16 * GIB, 819e9, 200e9, "https://cloud.google.com/tpu/docs/v5e"),
-    "v5p": Chip("v5p", 459e12, 95 * GIB, 2765e9, 600e9, "https://cloud.google.com/tpu/docs/v5p"),
-    "v6e": Chip("v6e", 918e12, 32 * GIB, 1640e9, 400e9, "https://cloud.google.com/tpu/docs/v6e"),
+  "v4": Chip("v4", 275e12, 32 * GIB, 1200e9, 1.1e15 / 4096, "https://cloud.google.com/tpu/docs/v4"),
+  "v5e": Chip("v5e", 197e12, 16 * GIB, 819e9, 200e9, "https://cloud.google.com/tpu/docs/v5e"),
+  "v5p": Chip("v5p", 459e12, 95 * GIB, 2765e9, 600e9, "https://cloud.google.com/tpu/docs/v5p"),
+  "v6e": Chip("v6e", 918e12, 32 * GIB, 1640e9, 400e9, "https://cloud.google.com/tpu/docs/v6e"),
 }
 
 
@@ -72,8 +72,11 @@ def slice_chips(name: str) -> tuple[str, int]:
   kind = "v5e" if m.group(1) == "v5litepod" else m.group(1)
   count, per_chip = int(m.group(2)), CORES_PER_CHIP[kind]
   if count <= 0 or count % per_chip:
-    raise ValueError(f"TPU slice {name!r}: {count} must be a positive multiple of {per_chip} ({kind} slice names "
-                     "count TensorCores)" if per_chip > 1 else f"TPU slice {name!r} has no chips")
+    raise ValueError(
+      f"TPU slice {name!r}: {count} must be a positive multiple of {per_chip} ({kind} slice names count TensorCores)"
+      if per_chip > 1
+      else f"TPU slice {name!r} has no chips"
+    )
   return kind, count // per_chip
 
 
@@ -88,8 +91,8 @@ class Memory:
   outputs: int
   temporaries: int
   generated_code: int
-  alias: int          # output bytes that reuse donated argument buffers
-  xla_peak: int = 0   # XLA's own heap-simulation peak where the backend reports it (0 = not reported)
+  alias: int  # output bytes that reuse donated argument buffers
+  xla_peak: int = 0  # XLA's own heap-simulation peak where the backend reports it (0 = not reported)
 
   @property
   def peak(self) -> int:
@@ -101,9 +104,9 @@ class Memory:
 class Verdict:
   fits: bool
   peak: int
-  usable: float       # usable_fraction × HBM
+  usable: float  # usable_fraction × HBM
   hbm: float
-  shortfall: float    # bytes over `usable` (0 when it fits)
+  shortfall: float  # bytes over `usable` (0 when it fits)
   utilisation: float  # peak / HBM
 
 
@@ -116,8 +119,14 @@ def fit_verdict(peak_bytes: float, hbm_bytes: float, usable_fraction: float = 0.
   if peak_bytes < 0:
     raise ValueError(f"peak_bytes must be >= 0, got {peak_bytes}")
   usable = usable_fraction * hbm_bytes
-  return Verdict(fits=peak_bytes <= usable, peak=int(peak_bytes), usable=usable, hbm=hbm_bytes,
-                 shortfall=max(0.0, peak_bytes - usable), utilisation=peak_bytes / hbm_bytes)
+  return Verdict(
+    fits=peak_bytes <= usable,
+    peak=int(peak_bytes),
+    usable=usable,
+    hbm=hbm_bytes,
+    shortfall=max(0.0, peak_bytes - usable),
+    utilisation=peak_bytes / hbm_bytes,
+  )
 
 
 # ---- FLOPs of a decoder (analytic) -----------------------------------------------------------------------------------
@@ -127,13 +136,13 @@ def fit_verdict(peak_bytes: float, hbm_bytes: float, usable_fraction: float = 0.
 class Shape:
   """What the analytic model needs of a decoder: matmul parameters of the body, the head, attention and MLP sizes."""
 
-  body_params: int     # parameters of the layers that take part in matmuls (q, k, v, o, gate, up, down; biases too)
-  head_params: int     # vocab × hidden (the LM head, tied or not)
+  body_params: int  # parameters of the layers that take part in matmuls (q, k, v, o, gate, up, down; biases too)
+  head_params: int  # vocab × hidden (the LM head, tied or not)
   layers: int
   heads: int
   head_dim: int
   kv_heads: int
-  param_bytes: int     # bytes of all parameters (the weights a decode step reads)
+  param_bytes: int  # bytes of all parameters (the weights a decode step reads)
   hidden: int = 0
   intermediate: int = 0
   dtype_bytes: int = 2  # bytes per activation / KV-cache element (the compute dtype)
@@ -153,8 +162,11 @@ def forward_flops(shape: Shape, rows: int, tokens: int, keys: float, head_tokens
   4·rows·tokens·keys·heads·head_dim·layers (QKᵀ and PV; Kaplan et al. 2020, table 1). `keys` is the mean number of
   keys a query is scored against: the full key length for an implementation that masks the causal half, about half
   of it for one that skips masked blocks (`causal_keys`)."""
-  return (2.0 * shape.body_params * rows * tokens + 2.0 * shape.head_params * rows * head_tokens
-          + 4.0 * rows * tokens * keys * shape.heads * shape.head_dim * shape.layers)
+  return (
+    2.0 * shape.body_params * rows * tokens
+    + 2.0 * shape.head_params * rows * head_tokens
+    + 4.0 * rows * tokens * keys * shape.heads * shape.head_dim * shape.layers
+  )
 
 
 def causal_keys(tokens: int, offset: int = 0) -> float:
@@ -173,15 +185,15 @@ class Advice:
 
 
 KNOBS = {
-    "temporaries": "activations of the largest batch: raise agent.grpo.minibatches (fewer rows per update; each "
-                   "mini-batch is its own optimizer step), turn on model.remat if off, or shorten the domain lengths",
-    "optimizer": "AdamW moments: grow the fsdp axis (mesh.fsdp) so they shard over more chips",
-    "optimizer_replicated": "AdamW moments are REPLICATED on every chip: give them their parameters' shardings "
-                            "(plan --shard_optimizer shows the effect)",
-    "parameters": "trained weights: grow the fsdp axis (mesh.fsdp)",
-    "references": "frozen reference copies: offload them to host memory or drop them (agent.grpo.kl_coef=0 and "
-                  "env.kl_coef=0), or grow the fsdp axis",
-    "pools": "task pools (replicated): lower pools.train_capacity / pools.env_capacity",
+  "temporaries": "activations of the largest batch: raise agent.grpo.minibatches (fewer rows per update; each "
+  "mini-batch is its own optimizer step), turn on model.remat if off, or shorten the domain lengths",
+  "optimizer": "AdamW moments: grow the fsdp axis (mesh.fsdp) so they shard over more chips",
+  "optimizer_replicated": "AdamW moments are REPLICATED on every chip: give them their parameters' shardings "
+  "(plan --shard_optimizer shows the effect)",
+  "parameters": "trained weights: grow the fsdp axis (mesh.fsdp)",
+  "references": "frozen reference copies: offload them to host memory or drop them (agent.grpo.kl_coef=0 and "
+  "env.kl_coef=0), or grow the fsdp axis",
+  "pools": "task pools (replicated): lower pools.train_capacity / pools.env_capacity",
 }
 
 
@@ -193,8 +205,7 @@ def rank_advice(components: Mapping[str, float], min_fraction: float = 0.01) -> 
     raise ValueError(f"unknown memory components {sorted(unknown)}; known: {sorted(KNOBS)}")
   total = sum(components.values())
   ranked = sorted(components.items(), key=lambda kv: -kv[1])
-  return [Advice(name, int(size), KNOBS[name]) for name, size in ranked
-          if total > 0 and size >= min_fraction * total]
+  return [Advice(name, int(size), KNOBS[name]) for name, size in ranked if total > 0 and size >= min_fraction * total]
 
 
 def fmt_bytes(n: float) -> str:
@@ -205,9 +216,12 @@ def fmt_bytes(n: float) -> str:
 def divisibility_warnings(rows: Mapping[str, int], batch_shards: int) -> list[str]:
   """A warning for each batch whose row count does not divide by the (data × fsdp) shards: such a batch is not
   split over the devices (sharding.logical_to_spec replicates it), so each device computes all of its rows."""
-  return [f"{name} = {n} does not divide by the {batch_shards} (data x fsdp) shards: that batch is replicated, "
-          f"not split; choose sizes that are multiples of {batch_shards}"
-          for name, n in rows.items() if n % batch_shards]
+  return [
+    f"{name} = {n} does not divide by the {batch_shards} (data x fsdp) shards: that batch is replicated, "
+    f"not split; choose sizes that are multiples of {batch_shards}"
+    for name, n in rows.items()
+    if n % batch_shards
+  ]
 
 
 def extrapolate(x1: float, y1: float, x2: float, y2: float, x: float) -> float:

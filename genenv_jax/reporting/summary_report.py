@@ -30,9 +30,13 @@ from genenv_jax.reporting import stats
 
 STAY_FRAC = 0.8
 N_SE = 2.0
-STEP_FIGURES = {"p_hat_mean": "mean p̂ on generated tasks", "band_frac": "fraction of tasks in the α band",
-                "difficulty_mean": "generated-task difficulty", "agent_reward": "agent reward (training tasks)",
-                "invalid_frac": "invalid env tasks"}
+STEP_FIGURES = {
+  "p_hat_mean": "mean p̂ on generated tasks",
+  "band_frac": "fraction of tasks in the α band",
+  "difficulty_mean": "generated-task difficulty",
+  "agent_reward": "agent reward (training tasks)",
+  "invalid_frac": "invalid env tasks",
+}
 
 
 def quarter_means(values: Sequence[float]) -> tuple[float, float] | None:
@@ -63,8 +67,13 @@ def window_gain(values: Sequence[float]) -> dict[str, float] | None:
   first, last = v[:w], v[-w:]
   var = lambda x: float(x.var(ddof=1)) if x.size > 1 else 0.0  # noqa: E731
   se = float(np.sqrt(var(first) / w + var(last) / w))
-  return {"start": float(first.mean()), "end": float(last.mean()), "gain": float(last.mean() - first.mean()),
-          "se": se, "window": w}
+  return {
+    "start": float(first.mean()),
+    "end": float(last.mean()),
+    "gain": float(last.mean() - first.mean()),
+    "se": se,
+    "window": w,
+  }
 
 
 def accuracy_gain(first: dict[str, Any], last: dict[str, Any]) -> dict[str, Any]:
@@ -109,30 +118,48 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
   p_hat = [r["p_hat_mean"] for r in steps if "p_hat_mean" in r]
   if p_hat:
     inside = lambda p: abs(p - alpha) <= k_min + 1e-9  # noqa: E731
-    late = p_hat[len(p_hat) // 2:]
+    late = p_hat[len(p_hat) // 2 :]
     late_frac = sum(inside(p) for p in late) / len(late)
     start, end = figures["p_hat_mean"]["start"], figures["p_hat_mean"]["end"]
-    out["a_p_hat_into_band"] = {"start": start, "end": end, "band": [alpha - k_min, alpha + k_min],
-                                "moved": not inside(start), "late_in_band_frac": late_frac,
-                                "stay_frac": stay_frac,
-                                "holds": inside(end) and late_frac >= stay_frac - 1e-9}
+    out["a_p_hat_into_band"] = {
+      "start": start,
+      "end": end,
+      "band": [alpha - k_min, alpha + k_min],
+      "moved": not inside(start),
+      "late_in_band_frac": late_frac,
+      "stay_frac": stay_frac,
+      "holds": inside(end) and late_frac >= stay_frac - 1e-9,
+    }
   d = window_gain([r["difficulty_mean"] for r in steps if "difficulty_mean" in r])
   if d is not None:
     enough = d["window"] >= 2  # a one-step window has no variance: no noise estimate, so no verdict
-    out["b_difficulty_rises"] = {**d, "test": f"end - start > {N_SE:g} SE of the quarter-window means" if enough
-                                 else "under 8 logged steps: no noise estimate, cannot be shown",
-                                 "holds": enough and d["gain"] > N_SE * d["se"] and d["gain"] > 0}
+    out["b_difficulty_rises"] = {
+      **d,
+      "test": f"end - start > {N_SE:g} SE of the quarter-window means"
+      if enough
+      else "under 8 logged steps: no noise estimate, cannot be shown",
+      "holds": enough and d["gain"] > N_SE * d["se"] and d["gain"] > 0,
+    }
   if evals:
     acc = [float(e["accuracy"]) for e in evals]
-    later = acc[len(acc) // 2:] if len(acc) > 1 else acc
+    later = acc[len(acc) // 2 :] if len(acc) > 1 else acc
     later_mean = sum(later) / len(later)
-    gain = accuracy_gain(evals[0], evals[-1]) if len(evals) > 1 else {"significant": False,
-                                                                       "test": "a single evaluation cannot rise"}
+    gain = (
+      accuracy_gain(evals[0], evals[-1])
+      if len(evals) > 1
+      else {"significant": False, "test": "a single evaluation cannot rise"}
+    )
     out["c_heldout_accuracy_rises"] = {
-        "first": acc[0], "last": acc[-1], "later_half_mean": later_mean, "best": max(acc),
-        "slope_per_100_steps": 100.0 * slope([float(e["step"]) for e in evals], acc),
-        "steps": [int(e["step"]) for e in evals], "accuracy": acc, **gain,
-        "holds": len(acc) > 1 and gain["significant"] and acc[-1] > acc[0] and later_mean > acc[0]}
+      "first": acc[0],
+      "last": acc[-1],
+      "later_half_mean": later_mean,
+      "best": max(acc),
+      "slope_per_100_steps": 100.0 * slope([float(e["step"]) for e in evals], acc),
+      "steps": [int(e["step"]) for e in evals],
+      "accuracy": acc,
+      **gain,
+      "holds": len(acc) > 1 and gain["significant"] and acc[-1] > acc[0] and later_mean > acc[0],
+    }
   return out
 
 
@@ -140,27 +167,35 @@ def format_report(summary: dict[str, Any]) -> str:
   """The printed end-of-run summary: wall time, the three phenomena (each "shown" / "not shown" with its test)."""
   ph = summary.get("phenomena") or phenomena(summary)
   yes = lambda d: "shown" if d["holds"] else "not shown"  # noqa: E731
-  lines = [f"finished at step {summary.get('final_step')} in {summary.get('wall_time_s', 0.0):.0f} s "
-           f"(warm start {summary.get('warm_start', {}).get('seconds', 0.0):.0f} s)",
-           f"the paper's three phenomena ({ph['window']}):"]
+  lines = [
+    f"finished at step {summary.get('final_step')} in {summary.get('wall_time_s', 0.0):.0f} s "
+    f"(warm start {summary.get('warm_start', {}).get('seconds', 0.0):.0f} s)",
+    f"the paper's three phenomena ({ph['window']}):",
+  ]
   a = ph.get("a_p_hat_into_band")
   if a:
     lo, hi = a["band"]
-    lines.append(f"  (a) mean p̂ on generated tasks    {a['start']:.3f} -> {a['end']:.3f}   "
-                 f"band [{lo:.2f}, {hi:.2f}]; {'started outside, ' if a['moved'] else 'started inside, '}"
-                 f"in band at {100 * a['late_in_band_frac']:.0f}% of the later half's logged steps "
-                 f"(test: end in band and >= {100 * a.get('stay_frac', STAY_FRAC):.0f}%): {yes(a)}")
+    lines.append(
+      f"  (a) mean p̂ on generated tasks    {a['start']:.3f} -> {a['end']:.3f}   "
+      f"band [{lo:.2f}, {hi:.2f}]; {'started outside, ' if a['moved'] else 'started inside, '}"
+      f"in band at {100 * a['late_in_band_frac']:.0f}% of the later half's logged steps "
+      f"(test: end in band and >= {100 * a.get('stay_frac', STAY_FRAC):.0f}%): {yes(a)}"
+    )
   b = ph.get("b_difficulty_rises")
   if b:
     se = f"{b['se']:.2f}" if "se" in b else "?"
-    lines.append(f"  (b) generated-task difficulty     {b['start']:.2f} -> {b['end']:.2f}   SE {se} "
-                 f"(test: {b.get('test', 'end > start')}): {yes(b)}")
+    lines.append(
+      f"  (b) generated-task difficulty     {b['start']:.2f} -> {b['end']:.2f}   SE {se} "
+      f"(test: {b.get('test', 'end > start')}): {yes(b)}"
+    )
   c = ph.get("c_heldout_accuracy_rises")
   if c:
     trail = " ".join(f"{x:.3f}" for x in c["accuracy"])
-    lines.append(f"  (c) held-out accuracy             {c['first']:.3f} -> {c['last']:.3f}   later-half mean "
-                 f"{c['later_half_mean']:.3f}, slope {c['slope_per_100_steps']:+.3f}/100 steps "
-                 f"(test: {c.get('test', 'none')}): {yes(c)}")
+    lines.append(
+      f"  (c) held-out accuracy             {c['first']:.3f} -> {c['last']:.3f}   later-half mean "
+      f"{c['later_half_mean']:.3f}, slope {c['slope_per_100_steps']:+.3f}/100 steps "
+      f"(test: {c.get('test', 'none')}): {yes(c)}"
+    )
     lines.append(f"      evaluations at steps {c['steps'][0]}..{c['steps'][-1]}: {trail}")
   others = [k for k in STEP_FIGURES if k not in ("p_hat_mean", "difficulty_mean") and k in ph["figures"]]
   for key in others:

@@ -22,7 +22,6 @@ Defaults (documented here; the config files carry them):
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 
@@ -64,8 +63,9 @@ def success_rate(rewards: Array, threshold: float = DEFAULT_THRESHOLD, valid: Ar
   return p
 
 
-def env_reward(p_hat: Array, valid: Array | None = None, alpha: float = DEFAULT_ALPHA,
-               beta: float = DEFAULT_BETA) -> Array:
+def env_reward(
+  p_hat: Array, valid: Array | None = None, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA
+) -> Array:
   """Env reward R_env = valid · exp(-β (p̂ - α)²): a task that does not parse (invalid) earns 0.
 
   GenEnv paper, Section 3, plus DESIGN.md's rule that invalid tasks get nothing. 0 is the reward floor (R_env > 0 for
@@ -77,8 +77,13 @@ def env_reward(p_hat: Array, valid: Array | None = None, alpha: float = DEFAULT_
   return r
 
 
-def band_mask(p_hat: Array, alpha: float = DEFAULT_ALPHA, k_min: float = DEFAULT_K_MIN, valid: Array | None = None,
-              tol: float = BAND_TOL) -> Array:
+def band_mask(
+  p_hat: Array,
+  alpha: float = DEFAULT_ALPHA,
+  k_min: float = DEFAULT_K_MIN,
+  valid: Array | None = None,
+  tol: float = BAND_TOL,
+) -> Array:
   """Keep mask |p̂ - α| ≤ k_min + tol (and valid). GenEnv paper, Section 3 (tasks with |p̂ - α| > k_min are dropped).
 
   `tol` (1e-6) absorbs float error at exact boundaries such as p̂ = 0.4, 0.6 with α = 0.5, k_min = 0.1; see BAND_TOL.
@@ -107,9 +112,16 @@ def rwr_weights(r_env: Array, keep: Array, lam: float = DEFAULT_LAMBDA) -> Array
   return jax.lax.stop_gradient(w)
 
 
-def curriculum_targets(rewards: Array, valid: Array | None = None, *, threshold: float = DEFAULT_THRESHOLD,
-                       alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA, k_min: float = DEFAULT_K_MIN,
-                       lam: float = DEFAULT_LAMBDA) -> dict[str, Array]:
+def curriculum_targets(
+  rewards: Array,
+  valid: Array | None = None,
+  *,
+  threshold: float = DEFAULT_THRESHOLD,
+  alpha: float = DEFAULT_ALPHA,
+  beta: float = DEFAULT_BETA,
+  k_min: float = DEFAULT_K_MIN,
+  lam: float = DEFAULT_LAMBDA,
+) -> dict[str, Array]:
   """Algorithm 1 steps 3 and 5 in one call: agent rewards [T, G] -> {p_hat, r_env, keep, weights, metrics...}.
 
   p̂ = success_rate, R_env = env_reward (0 if invalid), keep = band_mask & valid, w = rwr_weights(R_env, keep, λ).
@@ -122,7 +134,10 @@ def curriculum_targets(rewards: Array, valid: Array | None = None, *, threshold:
   vf = v.astype(jnp.float32)
   n_valid = jnp.maximum(vf.sum(), 1.0)
   return {
-    "p_hat": p_hat, "r_env": r_env, "keep": keep, "weights": rwr_weights(r_env, keep, lam),
+    "p_hat": p_hat,
+    "r_env": r_env,
+    "keep": keep,
+    "weights": rwr_weights(r_env, keep, lam),
     "keep_frac": keep.astype(jnp.float32).sum() / n_valid,
     "valid_frac": vf.mean(),
     "p_hat_mean": (p_hat * vf).sum() / n_valid,
@@ -177,9 +192,17 @@ def weighted_nll(env_logp: Array, mask: Array, weights: Array, length_norm: bool
   return (w * has * per_task).sum(), (w * has).sum()
 
 
-def rwr_env_loss(env_logp: Array, mask: Array, weights: Array, env_logp_ref: Array | None = None, *,
-                 kl_coef: float = DEFAULT_ENV_KL_COEF, kl_estimator: str = "k3", length_norm: bool = True,
-                 safe_exp_max: float = 20.0) -> tuple[Array, Array, dict[str, Array]]:
+def rwr_env_loss(
+  env_logp: Array,
+  mask: Array,
+  weights: Array,
+  env_logp_ref: Array | None = None,
+  *,
+  kl_coef: float = DEFAULT_ENV_KL_COEF,
+  kl_estimator: str = "k3",
+  length_norm: bool = True,
+  safe_exp_max: float = 20.0,
+) -> tuple[Array, Array, dict[str, Array]]:
   """RWR env loss: Σ_i w_i [ℓ_i + β_env · KL_i] / Σ_i w_i, with KL_i the token-mean KL(π_env ‖ π_env,init) on task i.
 
   GenEnv paper, Section 3 (weighted NLL with a KL penalty to the initial env); KL estimators from `grpo` (Schulman
@@ -214,12 +237,24 @@ def rwr_env_loss(env_logp: Array, mask: Array, weights: Array, env_logp_ref: Arr
 # ----------------------------------------------------------------------------------------- policy-gradient env
 
 
-def pg_env_loss(env_logp_new: Array, env_logp_old: Array, env_logp_ref: Array | None, r_env: Array, mask: Array,
-                samples_per_seed: int, sample_valid: Array | None = None, *, advantage_estimator: str = "grpo",
-                clip_low: float = 0.2, clip_high: float = 0.2, safe_exp_max: float = 20.0,
-                kl_coef: float = DEFAULT_ENV_KL_COEF, kl_estimator: str = "k3",
-                loss_agg_mode: str = "token-mean", max_len: float | None = None
-                ) -> tuple[Array, Array, dict[str, Array]]:
+def pg_env_loss(
+  env_logp_new: Array,
+  env_logp_old: Array,
+  env_logp_ref: Array | None,
+  r_env: Array,
+  mask: Array,
+  samples_per_seed: int,
+  sample_valid: Array | None = None,
+  *,
+  advantage_estimator: str = "grpo",
+  clip_low: float = 0.2,
+  clip_high: float = 0.2,
+  safe_exp_max: float = 20.0,
+  kl_coef: float = DEFAULT_ENV_KL_COEF,
+  kl_estimator: str = "k3",
+  loss_agg_mode: str = "token-mean",
+  max_len: float | None = None,
+) -> tuple[Array, Array, dict[str, Array]]:
   """Policy-gradient env objective: GRPO on R_env, grouped by seed task (DESIGN.md, offered beside RWR).
 
   K = samples_per_seed env generations per seed task form a group: A_i = advantage(R_env grouped [S, K]) (GRPO
@@ -235,8 +270,18 @@ def pg_env_loss(env_logp_new: Array, env_logp_old: Array, env_logp_ref: Array | 
   if sample_valid is not None:
     m = m & jnp.asarray(sample_valid, bool).reshape(-1)[:, None]
   total, denom, metrics = grpo.grpo_loss(
-    env_logp_new, env_logp_old, env_logp_ref, adv, m, clip_low=clip_low, clip_high=clip_high,
-    safe_exp_max=safe_exp_max, kl_coef=kl_coef, kl_estimator=kl_estimator, loss_agg_mode=loss_agg_mode,
-    max_len=max_len)
+    env_logp_new,
+    env_logp_old,
+    env_logp_ref,
+    adv,
+    m,
+    clip_low=clip_low,
+    clip_high=clip_high,
+    safe_exp_max=safe_exp_max,
+    kl_coef=kl_coef,
+    kl_estimator=kl_estimator,
+    loss_agg_mode=loss_agg_mode,
+    max_len=max_len,
+  )
   metrics = {**metrics, "zero_std_frac": adv_metrics["zero_std_frac"], "r_env_mean": adv_metrics["reward_mean"]}
   return total, denom, metrics

@@ -25,18 +25,20 @@ import jax.numpy as jnp
 
 Array = jax.Array
 
-DEFAULTS = types.MappingProxyType({
-  "num_generations": 8,
-  "clip_low": 0.2,
-  "clip_high": 0.2,
-  "safe_exp_max": 20.0,
-  "kl_coef": 0.001,
-  "kl_estimator": "k3",
-  "entropy_coef": 0.0,
-  "loss_agg_mode": "token-mean",
-  "advantage_estimator": "grpo",
-  "learning_rate": 1e-6,  # AdamW; consumed by the optimizer builder, not by these functions.
-})
+DEFAULTS = types.MappingProxyType(
+  {
+    "num_generations": 8,
+    "clip_low": 0.2,
+    "clip_high": 0.2,
+    "safe_exp_max": 20.0,
+    "kl_coef": 0.001,
+    "kl_estimator": "k3",
+    "entropy_coef": 0.0,
+    "loss_agg_mode": "token-mean",
+    "advantage_estimator": "grpo",
+    "learning_rate": 1e-6,  # AdamW; consumed by the optimizer builder, not by these functions.
+  }
+)
 
 # A group whose reward std is at or below this is treated as "all rewards equal": its advantage is exactly 0.
 STD_TOL = 1e-6
@@ -97,8 +99,9 @@ def zero_std_fraction(rewards: Array, valid: Array | None = None, group_size: in
 # ---------------------------------------------------------------------------------------------------- advantages
 
 
-def grpo_advantages(rewards: Array, valid: Array | None = None, group_size: int | None = None,
-                    eps: float = 1e-6) -> Array:
+def grpo_advantages(
+  rewards: Array, valid: Array | None = None, group_size: int | None = None, eps: float = 1e-6
+) -> Array:
   """GRPO advantage A_i = (r_i - μ_g) / (σ_g + ε), σ with ddof = 1; A_i = 0 if the group's σ ≤ tol or i is invalid.
 
   Source: DeepSeekMath (Shao et al. 2024) Section 4.1.2, outcome supervision. Output has the shape of `rewards`.
@@ -109,8 +112,9 @@ def grpo_advantages(rewards: Array, valid: Array | None = None, group_size: int 
   return a.reshape(rewards.shape)
 
 
-def rloo_advantages(rewards: Array, valid: Array | None = None, group_size: int | None = None,
-                    eps: float = 1e-6) -> Array:
+def rloo_advantages(
+  rewards: Array, valid: Array | None = None, group_size: int | None = None, eps: float = 1e-6
+) -> Array:
   """RLOO advantage A_i = r_i - (1 / (n - 1)) Σ_{j≠i} r_j = n / (n - 1) · (r_i - μ); 0 when n < 2 or i invalid.
 
   Source: Ahmadian et al. 2024 "Back to Basics" (REINFORCE leave-one-out), Kool et al. 2019. `eps` is unused
@@ -124,8 +128,9 @@ def rloo_advantages(rewards: Array, valid: Array | None = None, group_size: int 
   return a.reshape(rewards.shape)
 
 
-def drgrpo_advantages(rewards: Array, valid: Array | None = None, group_size: int | None = None,
-                      eps: float = 1e-6) -> Array:
+def drgrpo_advantages(
+  rewards: Array, valid: Array | None = None, group_size: int | None = None, eps: float = 1e-6
+) -> Array:
   """Dr. GRPO (mean-only) advantage A_i = r_i - μ_g, no std division; 0 for equal-reward groups and invalid i.
 
   Source: Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training"), Section 3.2. `eps` is unused.
@@ -145,8 +150,9 @@ ADVANTAGE_ESTIMATORS: dict[str, Callable[..., Array]] = {
 }
 
 
-def compute_advantages(rewards: Array, valid: Array | None = None, group_size: int | None = None,
-                       method: str = "grpo", eps: float = 1e-6) -> tuple[Array, dict[str, Array]]:
+def compute_advantages(
+  rewards: Array, valid: Array | None = None, group_size: int | None = None, method: str = "grpo", eps: float = 1e-6
+) -> tuple[Array, dict[str, Array]]:
   """Advantages by registry name ("grpo" | "rloo" | "drgrpo"/"mean") plus metrics {zero_std_frac, reward_mean}."""
   adv = ADVANTAGE_ESTIMATORS[method](rewards, valid, group_size, eps)
   s = group_stats(rewards, valid, group_size)
@@ -177,8 +183,14 @@ def safe_exp(x: Array, x_max: float = 20.0) -> Array:
 # --------------------------------------------------------------------------------------------- clipped surrogate
 
 
-def clipped_surrogate(logp_new: Array, logp_old: Array, advantages: Array, clip_low: float = 0.2,
-                      clip_high: float = 0.2, safe_exp_max: float = 20.0) -> tuple[Array, Array, Array]:
+def clipped_surrogate(
+  logp_new: Array,
+  logp_old: Array,
+  advantages: Array,
+  clip_low: float = 0.2,
+  clip_high: float = 0.2,
+  safe_exp_max: float = 20.0,
+) -> tuple[Array, Array, Array]:
   """Per-token PPO clipped surrogate loss with separate lower/upper clip.
 
   ρ = exp(logp_new - logp_old),  L = -min(ρ A, clip(ρ, 1 - ε_lo, 1 + ε_hi) A).
@@ -266,7 +278,7 @@ def _seq_parts(per_token: Array, mask: Array) -> tuple[Array, Array, Array]:
 
 
 def agg_token_mean(per_token: Array, mask: Array, max_len: float | None = None) -> tuple[Array, Array]:
-  """"token-mean": loss = Σ_{b,t} m_bt ℓ_bt / Σ_{b,t} m_bt; returns (Σ m ℓ, Σ m).
+  """ "token-mean": loss = Σ_{b,t} m_bt ℓ_bt / Σ_{b,t} m_bt; returns (Σ m ℓ, Σ m).
 
   Token-level loss: DAPO (Yu et al. 2025) Section 3.3; the GenEnv official default.
   """
@@ -276,7 +288,7 @@ def agg_token_mean(per_token: Array, mask: Array, max_len: float | None = None) 
 
 
 def agg_seq_mean_token_mean(per_token: Array, mask: Array, max_len: float | None = None) -> tuple[Array, Array]:
-  """"seq-mean-token-mean": loss = (1/S) Σ_b (Σ_t m_bt ℓ_bt / Σ_t m_bt) over the S sequences with ≥ 1 token.
+  """ "seq-mean-token-mean": loss = (1/S) Σ_b (Σ_t m_bt ℓ_bt / Σ_t m_bt) over the S sequences with ≥ 1 token.
 
   Returns (Σ_b mean_t ℓ_b, S). Original GRPO normalisation, DeepSeekMath (Shao et al. 2024) eq. 3 (1/G Σ_i 1/|o_i| Σ_t).
   """
@@ -286,7 +298,7 @@ def agg_seq_mean_token_mean(per_token: Array, mask: Array, max_len: float | None
 
 
 def agg_seq_mean_token_sum_norm(per_token: Array, mask: Array, max_len: float | None = None) -> tuple[Array, Array]:
-  """"seq-mean-token-sum-norm" (alias "seq-mean-token-scale"): loss = Σ_{b,t} m_bt ℓ_bt / (B · L_max), B all rows.
+  """ "seq-mean-token-sum-norm" (alias "seq-mean-token-scale"): loss = Σ_{b,t} m_bt ℓ_bt / (B · L_max), B all rows.
 
   Returns (Σ m ℓ, B · L_max). Dr. GRPO (Liu et al. 2025) Section 3.2: drop the 1/|o_i| length bias and divide by a
   constant, (1/G) Σ_i (1/MAX_TOKENS) Σ_t. The divisor counts every row, masked (invalid-task) rows too, so it does not
@@ -308,8 +320,9 @@ LOSS_AGGREGATIONS: dict[str, Callable[..., tuple[Array, Array]]] = {
 }
 
 
-def aggregate_loss(per_token: Array, mask: Array, mode: str = "token-mean",
-                   max_len: float | None = None) -> tuple[Array, Array]:
+def aggregate_loss(
+  per_token: Array, mask: Array, mode: str = "token-mean", max_len: float | None = None
+) -> tuple[Array, Array]:
   """(sum, denominator) of a per-token loss [B, L] under mask [B, L] by registry mode; loss = sum / denominator."""
   return LOSS_AGGREGATIONS[mode](per_token, mask, max_len)
 
@@ -329,11 +342,23 @@ def masked_mean(x: Array, mask: Array) -> Array:
 # ------------------------------------------------------------------------------------------------------ GRPO loss
 
 
-def grpo_loss(logp_new: Array, logp_old: Array, logp_ref: Array | None, advantages: Array, mask: Array, *,
-              clip_low: float = 0.2, clip_high: float = 0.2, safe_exp_max: float = 20.0,
-              kl_coef: float = 0.001, kl_estimator: str = "k3", entropy: Array | None = None,
-              entropy_coef: float = 0.0, loss_agg_mode: str = "token-mean",
-              max_len: float | None = None) -> tuple[Array, Array, dict[str, Array]]:
+def grpo_loss(
+  logp_new: Array,
+  logp_old: Array,
+  logp_ref: Array | None,
+  advantages: Array,
+  mask: Array,
+  *,
+  clip_low: float = 0.2,
+  clip_high: float = 0.2,
+  safe_exp_max: float = 20.0,
+  kl_coef: float = 0.001,
+  kl_estimator: str = "k3",
+  entropy: Array | None = None,
+  entropy_coef: float = 0.0,
+  loss_agg_mode: str = "token-mean",
+  max_len: float | None = None,
+) -> tuple[Array, Array, dict[str, Array]]:
   """GRPO objective per token, aggregated: ℓ_bt = L^clip_bt + β_KL · KL_bt - c_H · H_bt.
 
   L^clip is `clipped_surrogate`, KL is `kl_penalty(logp_new, logp_ref, kl_estimator)` (skipped when logp_ref is None

@@ -24,8 +24,8 @@ import jax
 import jax.numpy as jnp
 
 from genenv_jax.models.transformer import Transformer, dense
-from genenv_jax.rl.grpo import token_entropy
 from genenv_jax.parallel.sharding import constrain
+from genenv_jax.rl.grpo import token_entropy
 
 DEFAULT_CHUNK = 512
 
@@ -37,8 +37,9 @@ def policy_temperature(temperature: float) -> float:
   return float(temperature) if temperature > 0 else 1.0
 
 
-def _head_logprobs(hidden: jax.Array, head: jax.Array, targets: jax.Array, temperature: float,
-                   with_entropy: bool) -> tuple[jax.Array, jax.Array]:
+def _head_logprobs(
+  hidden: jax.Array, head: jax.Array, targets: jax.Array, temperature: float, with_entropy: bool
+) -> tuple[jax.Array, jax.Array]:
   """log π_T(targets) and H(π_T) per position for hidden [B, C, E] through head [E, V]; float32 [B, C] each."""
   logits = constrain(dense(hidden, head).astype(jnp.float32), ("batch", "length", "vocab"))
   if temperature != 1.0:
@@ -48,9 +49,15 @@ def _head_logprobs(hidden: jax.Array, head: jax.Array, targets: jax.Array, tempe
   return logp, entropy
 
 
-def chunked_token_logprobs(hidden: jax.Array, head: jax.Array, targets: jax.Array, *, temperature: float = 1.0,
-                           chunk_size: int = DEFAULT_CHUNK,
-                           with_entropy: bool = False) -> tuple[jax.Array, jax.Array | None]:
+def chunked_token_logprobs(
+  hidden: jax.Array,
+  head: jax.Array,
+  targets: jax.Array,
+  *,
+  temperature: float = 1.0,
+  chunk_size: int = DEFAULT_CHUNK,
+  with_entropy: bool = False,
+) -> tuple[jax.Array, jax.Array | None]:
   """log π_T(targets) [B, R] and, when asked, H(π_T) [B, R] (else None), float32, from hidden [B, R, E] and head [E, V].
 
   log π_T(y_t) = (z_t / T)[y_t] - logsumexp(z_t / T) with z_t = hidden_t @ head;  H_t = -Σ_v π_T(v) log π_T(v).
@@ -79,9 +86,17 @@ def chunked_token_logprobs(hidden: jax.Array, head: jax.Array, targets: jax.Arra
   return unchunk(logp), (unchunk(entropy) if with_entropy else None)
 
 
-def response_logprobs(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, response: jax.Array,
-                      response_mask: jax.Array, with_entropy: bool = False, *, temperature: float = 1.0,
-                      chunk_size: int = DEFAULT_CHUNK) -> tuple[jax.Array, jax.Array | None]:
+def response_logprobs(
+  model: Transformer,
+  prompt_ids: jax.Array,
+  prompt_mask: jax.Array,
+  response: jax.Array,
+  response_mask: jax.Array,
+  with_entropy: bool = False,
+  *,
+  temperature: float = 1.0,
+  chunk_size: int = DEFAULT_CHUNK,
+) -> tuple[jax.Array, jax.Array | None]:
   """log π_T(response tokens) [B, R] (float32, 0 where response_mask is 0), and H(π_T) [B, R] when asked (else None).
 
   `temperature` is the sampling temperature of the policy being scored (module docstring); `chunk_size` the number of
@@ -91,6 +106,12 @@ def response_logprobs(model: Transformer, prompt_ids: jax.Array, prompt_mask: ja
   mask = jnp.concatenate([prompt_mask, response_mask], axis=1)
   p = prompt_ids.shape[1]
   hidden, _ = model.hidden_states(ids, mask, hidden_from=p - 1)  # only the positions that predict response tokens
-  logp, entropy = chunked_token_logprobs(hidden[:, :-1, :], model.head_weight(), response, temperature=temperature,
-                                         chunk_size=chunk_size, with_entropy=with_entropy)
+  logp, entropy = chunked_token_logprobs(
+    hidden[:, :-1, :],
+    model.head_weight(),
+    response,
+    temperature=temperature,
+    chunk_size=chunk_size,
+    with_entropy=with_entropy,
+  )
   return jnp.where(response_mask.astype(bool), logp, 0.0), entropy

@@ -30,7 +30,14 @@ Array = jax.Array
 Tasks = dict[str, Array]
 
 RESERVED_KEYS = (
-  "valid", "is_seed", "inserted_at", "order", "times_sampled", "p_hat", "last_eval", "staleness",
+  "valid",
+  "is_seed",
+  "inserted_at",
+  "order",
+  "times_sampled",
+  "p_hat",
+  "last_eval",
+  "staleness",
 )
 """Names `sample` adds to a sampled batch; caller task fields may not use them."""
 
@@ -130,8 +137,16 @@ def eviction_order(pool: TaskPool, *, keep_seeds: bool = True) -> tuple[Array, A
   return slots, n_eligible
 
 
-def insert(pool: TaskPool, tasks_batch: Mapping[str, Any], accept_mask: Any, step: Any, *,
-           is_seed: Any = False, p_hat: Any = None, keep_seeds: bool = True) -> TaskPool:
+def insert(
+  pool: TaskPool,
+  tasks_batch: Mapping[str, Any],
+  accept_mask: Any,
+  step: Any,
+  *,
+  is_seed: Any = False,
+  p_hat: Any = None,
+  keep_seeds: bool = True,
+) -> TaskPool:
   """Insert the accepted rows of `tasks_batch [B, ...]` (GenEnv Algorithm 1 step 6: valid tasks join D_train,
   filtered env generations join D_env).
 
@@ -209,8 +224,14 @@ def categories(pool: TaskPool, step: Any, *, new_window: Any = 1) -> Array:
   return jnp.stack([pool.valid & pool.is_seed, gen & ~new, new])
 
 
-def sampling_probs(pool: TaskPool, step: Any, *, mix: Sequence[float] | Array | None = None,
-                   weights_field: str | None = None, new_window: Any = 1) -> Array:
+def sampling_probs(
+  pool: TaskPool,
+  step: Any,
+  *,
+  mix: Sequence[float] | Array | None = None,
+  weights_field: str | None = None,
+  new_window: Any = 1,
+) -> Array:
   """`[C]` f32 probability of drawing each slot; sums to 1, or is all 0 for an empty pool.
 
   Weights: 1 per valid slot, or `max(pool[weights_field], 0)` (non-finite -> 0); a set of valid slots whose weights
@@ -241,9 +262,16 @@ def sampling_probs(pool: TaskPool, step: Any, *, mix: Sequence[float] | Array | 
   return jnp.where(total > 0, p_mix, p_all)
 
 
-def sample(pool: TaskPool, key: Array, batch_size: int, *, step: Any,
-           mix: Sequence[float] | Array | None = None, weights_field: str | None = None,
-           new_window: Any = 1) -> tuple[Tasks, Array, TaskPool]:
+def sample(
+  pool: TaskPool,
+  key: Array,
+  batch_size: int,
+  *,
+  step: Any,
+  mix: Sequence[float] | Array | None = None,
+  weights_field: str | None = None,
+  new_window: Any = 1,
+) -> tuple[Tasks, Array, TaskPool]:
   """Draw `batch_size` slots with replacement from `sampling_probs(...)` (inverse CDF on one uniform per row).
 
   Returns `(tasks_batch, indices [batch_size] int32, pool)`:
@@ -263,14 +291,16 @@ def sample(pool: TaskPool, key: Array, batch_size: int, *, step: Any,
   valid = pool.valid[idx]
   staleness = jnp.where(valid, jnp.asarray(step, jnp.int32) - pool.inserted_at[idx], 0)
   batch = {k: v[idx] for k, v in pool.tasks.items()}
-  batch.update(valid=valid, staleness=staleness, is_seed=pool.is_seed[idx] & valid, p_hat=pool.p_hat[idx],
-               order=pool.order[idx])
+  batch.update(
+    valid=valid, staleness=staleness, is_seed=pool.is_seed[idx] & valid, p_hat=pool.p_hat[idx], order=pool.order[idx]
+  )
   pool = pool.replace(times_sampled=pool.times_sampled.at[idx].add(valid.astype(jnp.int32)))
   return batch, idx, pool
 
 
-def update_stats(pool: TaskPool, indices: Array, p_hat: Array, step: Any, *, mask: Array | None = None,
-                 order_ids: Array | None = None) -> TaskPool:
+def update_stats(
+  pool: TaskPool, indices: Array, p_hat: Array, step: Any, *, mask: Array | None = None, order_ids: Array | None = None
+) -> TaskPool:
   """Write measured success rates back: `p_hat[slot] = mean of this step's measurements of slot`, `last_eval = step`.
 
   Rows count only where `mask` (default all) holds, the slot is valid and, if `order_ids` (from `sample`'s batch) are

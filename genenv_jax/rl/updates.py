@@ -18,8 +18,15 @@ import optax
 LossFn = Callable[[Any, Any], tuple[jax.Array, jax.Array, dict[str, jax.Array]]]  # (params, batch) -> sum, denom, m
 
 
-def make_optimizer(lr: float, weight_decay: float = 0.0, max_grad_norm: float = 1.0, b1: float = 0.9,
-                   b2: float = 0.999, eps: float = 1e-8, warmup_steps: int = 0) -> optax.GradientTransformation:
+def make_optimizer(
+  lr: float,
+  weight_decay: float = 0.0,
+  max_grad_norm: float = 1.0,
+  b1: float = 0.9,
+  b2: float = 0.999,
+  eps: float = 1e-8,
+  warmup_steps: int = 0,
+) -> optax.GradientTransformation:
   """AdamW (Loshchilov & Hutter 2019) after global-norm clipping, with optional linear warm-up."""
   schedule = optax.linear_schedule(0.0, lr, warmup_steps) if warmup_steps > 0 else lr
   chain = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm > 0 else []
@@ -31,6 +38,7 @@ def _split(batch: Any, num: int) -> Any:
     if x.shape[0] % num:
       raise ValueError(f"a batch of {x.shape[0]} rows does not split into {num} mini-batches")
     return x.reshape(num, x.shape[0] // num, *x.shape[1:])
+
   return jax.tree.map(one, batch)
 
 
@@ -38,11 +46,18 @@ def _all_finite(tree: Any) -> jax.Array:
   return jnp.all(jnp.asarray([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
 
 
-def gradient_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, params: Any, opt_state: Any,
-                  batch: Any, scale: jax.Array | float = 1.0) -> tuple[Any, Any, dict[str, jax.Array]]:
+def gradient_step(
+  loss_fn: LossFn,
+  optimizer: optax.GradientTransformation,
+  params: Any,
+  opt_state: Any,
+  batch: Any,
+  scale: jax.Array | float = 1.0,
+) -> tuple[Any, Any, dict[str, jax.Array]]:
   """grad of sum/denom at params, one optimizer update scaled by `scale`, skipped when anything is non-finite."""
   (total, (denom, metrics)), grads = jax.value_and_grad(
-      lambda p: (lambda s, d, m: (s, (d, m)))(*loss_fn(p, batch)), has_aux=True)(params)
+    lambda p: (lambda s, d, m: (s, (d, m)))(*loss_fn(p, batch)), has_aux=True
+  )(params)
   safe_denom = jnp.maximum(denom, 1e-8)
   # in the parameters' dtype: a float32 denominator would promote bfloat16 gradients, and with them the AdamW
   # moments, so the optimizer state would change dtype (a lax.scan carry mismatch in minibatch_updates)
@@ -53,16 +68,26 @@ def gradient_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, para
   new_params = optax.apply_updates(params, updates)
   ok = jnp.isfinite(loss) & _all_finite(grads) & _all_finite(updates) & (denom > 0)
   keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
-  metrics = {**metrics, "loss": jnp.where(jnp.isfinite(loss), loss, 0.0),
-             "grad_norm": jnp.where(ok, optax.tree.norm(grads), 0.0),
-             "update_norm": jnp.where(ok, optax.tree.norm(updates), 0.0),
-             "skipped": (~ok & (denom > 0)).astype(jnp.int32)}
+  metrics = {
+    **metrics,
+    "loss": jnp.where(jnp.isfinite(loss), loss, 0.0),
+    "grad_norm": jnp.where(ok, optax.tree.norm(grads), 0.0),
+    "update_norm": jnp.where(ok, optax.tree.norm(updates), 0.0),
+    "skipped": (~ok & (denom > 0)).astype(jnp.int32),
+  }
   return keep(new_params, params), keep(new_opt, opt_state), metrics
 
 
-def minibatch_updates(loss_fn: LossFn, optimizer: optax.GradientTransformation, params: Any, opt_state: Any,
-                      batch: Any, num_updates: int, constants: Any = None,
-                      prepare: Callable[[Any, Any], Any] | None = None) -> tuple[Any, Any, dict[str, jax.Array]]:
+def minibatch_updates(
+  loss_fn: LossFn,
+  optimizer: optax.GradientTransformation,
+  params: Any,
+  opt_state: Any,
+  batch: Any,
+  num_updates: int,
+  constants: Any = None,
+  prepare: Callable[[Any, Any], Any] | None = None,
+) -> tuple[Any, Any, dict[str, jax.Array]]:
   """`num_updates` consecutive optimizer steps over equal slices of `batch` in a lax.scan; metrics averaged.
 
   `prepare(constants, chunk) -> chunk`, when given, runs first in each mini-batch, outside the gradient, e.g. the

@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from genenv_jax.models.transformer import Transformer, init_cache
 from genenv_jax.models.runtime import mesh_context, model_mesh, place_batch
+from genenv_jax.models.transformer import Transformer, init_cache
 
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
@@ -30,9 +30,9 @@ class SamplingParams:
   """Static decoding settings (hashable: they are part of the compiled program)."""
 
   max_new_tokens: int
-  temperature: float = 1.0   # 0 means greedy
-  top_k: int = 0             # 0 disables
-  top_p: float = 1.0         # 1 disables
+  temperature: float = 1.0  # 0 means greedy
+  top_k: int = 0  # 0 disables
+  top_p: float = 1.0  # 1 disables
   eos_ids: tuple[int, ...] = ()
   pad_id: int = 0
 
@@ -48,9 +48,9 @@ class SamplingParams:
 
 
 class SampleOutput(NamedTuple):
-  tokens: jax.Array    # [B, N] int32, pad_id after a row finishes
+  tokens: jax.Array  # [B, N] int32, pad_id after a row finishes
   logprobs: jax.Array  # [B, N] float32, 0 where mask is 0
-  mask: jax.Array      # [B, N] int32, 1 for generated tokens (the EOS included)
+  mask: jax.Array  # [B, N] int32, 1 for generated tokens (the EOS included)
 
 
 def filter_logits(logits: jax.Array, top_k: int, top_p: float) -> jax.Array:
@@ -90,8 +90,9 @@ def prefill(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, c
   return logits[:, -1, :], cache
 
 
-def decode(model: Transformer, last_logits: jax.Array, cache: dict, key: jax.Array,
-           params: SamplingParams) -> tuple[SampleOutput, dict]:
+def decode(
+  model: Transformer, last_logits: jax.Array, cache: dict, key: jax.Array, params: SamplingParams
+) -> tuple[SampleOutput, dict]:
   """`lax.while_loop` decode: sample, write, feed the token back; stops when all rows hit an EOS or the budget.
 
   Returns the samples and the final cache (returning it lets a caller's donated cache buffers be reused in place).
@@ -116,14 +117,23 @@ def decode(model: Transformer, last_logits: jax.Array, cache: dict, key: jax.Arr
     next_logits, cache = model(token[:, None], live[:, None].astype(jnp.int32), cache=cache)
     return step + 1, next_logits[:, -1, :], cache, tokens, logprobs, mask, done, key
 
-  init = (jnp.zeros((), jnp.int32), last_logits, cache, jnp.full((b, n), params.pad_id, jnp.int32),
-          jnp.zeros((b, n), jnp.float32), jnp.zeros((b, n), jnp.int32), jnp.zeros((b,), bool), key)
+  init = (
+    jnp.zeros((), jnp.int32),
+    last_logits,
+    cache,
+    jnp.full((b, n), params.pad_id, jnp.int32),
+    jnp.zeros((b, n), jnp.float32),
+    jnp.zeros((b, n), jnp.int32),
+    jnp.zeros((b,), bool),
+    key,
+  )
   _, _, cache, tokens, logprobs, mask, _, _ = jax.lax.while_loop(cond, body, init)
   return SampleOutput(tokens, logprobs, mask), cache
 
 
-def sample(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, key: jax.Array,
-           params: SamplingParams) -> SampleOutput:
+def sample(
+  model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, key: jax.Array, params: SamplingParams
+) -> SampleOutput:
   """Prefill plus decode in one traceable function, for use inside a larger jitted program (the co-evolution step)."""
   cache = init_cache(model.config, prompt_ids.shape[0], prompt_ids.shape[1] + params.max_new_tokens)
   last_logits, cache = prefill(model, prompt_ids, prompt_mask, cache)
@@ -148,17 +158,34 @@ def bucket_length(length: int, buckets: Sequence[int]) -> int:
   return next((b for b in sorted(buckets) if b >= length), length)
 
 
-def generate(model: Transformer, input_ids: Any, attention_mask: Any = None, *, max_new_tokens: int,
-             temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, eos_ids: Sequence[int] = (),
-             pad_id: int = 0, key: jax.Array | None = None, buckets: Sequence[int] = DEFAULT_BUCKETS,
-             max_cache_length: int | None = None) -> SampleOutput:
+def generate(
+  model: Transformer,
+  input_ids: Any,
+  attention_mask: Any = None,
+  *,
+  max_new_tokens: int,
+  temperature: float = 1.0,
+  top_k: int = 0,
+  top_p: float = 1.0,
+  eos_ids: Sequence[int] = (),
+  pad_id: int = 0,
+  key: jax.Array | None = None,
+  buckets: Sequence[int] = DEFAULT_BUCKETS,
+  max_cache_length: int | None = None,
+) -> SampleOutput:
   """Samples continuations of a left-padded prompt batch; deterministic for a given key.
 
   The prompt is left-padded further to a length bucket so that new lengths reuse compiled programs. Raises ValueError
   when prompt + generation would exceed max_cache_length (default: the model's max_position_embeddings).
   """
-  params = SamplingParams(max_new_tokens=int(max_new_tokens), temperature=float(temperature), top_k=int(top_k),
-                          top_p=float(top_p), eos_ids=tuple(int(e) for e in eos_ids), pad_id=int(pad_id))
+  params = SamplingParams(
+    max_new_tokens=int(max_new_tokens),
+    temperature=float(temperature),
+    top_k=int(top_k),
+    top_p=float(top_p),
+    eos_ids=tuple(int(e) for e in eos_ids),
+    pad_id=int(pad_id),
+  )
   input_ids = np.asarray(input_ids, np.int32)
   if input_ids.ndim != 2:
     raise ValueError(f"input_ids must be [batch, length], got shape {input_ids.shape}")
@@ -168,9 +195,11 @@ def generate(model: Transformer, input_ids: Any, attention_mask: Any = None, *, 
   limit = int(max_cache_length or model.config.max_position_embeddings)
   length = input_ids.shape[1]
   if length + params.max_new_tokens > limit:
-    raise ValueError(f"prompt length {length} + max_new_tokens {params.max_new_tokens} = "
-                     f"{length + params.max_new_tokens} exceeds the cache limit of {limit} tokens; shorten the prompt, "
-                     "lower max_new_tokens, or raise max_cache_length")
+    raise ValueError(
+      f"prompt length {length} + max_new_tokens {params.max_new_tokens} = "
+      f"{length + params.max_new_tokens} exceeds the cache limit of {limit} tokens; shorten the prompt, "
+      "lower max_new_tokens, or raise max_cache_length"
+    )
   padded = min(bucket_length(length, buckets), limit - params.max_new_tokens)
   pad = padded - length
   input_ids = np.pad(input_ids, ((0, 0), (pad, 0)), constant_values=params.pad_id)

@@ -4,7 +4,8 @@ For every item of the 13 single-turn BFCL categories, `perturb` writes model-lik
 the oracle answer and its variants in format (`<think>` prefix, code fences, `<tool_call>` JSON, a JSON list, no
 brackets, one call a line, leading or trailing prose, spaces around `=`, JSON-spelled values, empty), in arguments
 (positional, dropped, extra, wrong values, int/float swaps, string case and spacing, tuples, set literals, empty
-lists, other allowed values, unary signs, arithmetic) and in calls (reordered, dropped, duplicated, renamed); for Java/JavaScript also quoting variants of the source text. Each (item, output) pair is scored by
+lists, other allowed values, unary signs, arithmetic) and in calls (reordered, dropped, duplicated, renamed); for
+Java/JavaScript also quoting variants of the source text. Each (item, output) pair is scored by
 `bfcl_official.verdict` (our official mode), by the lenient mode (`bfcl.decode` + `bfcl_checker`) and by bfcl-eval
 itself: `default_decode_ast_prompting` + `is_function_calling_format_output` + `ast_checker` for AST categories,
 and decode + `is_empty_output` for (ir)relevance, as its per-item evaluation path does. An exception inside bfcl-eval
@@ -35,16 +36,18 @@ import sys
 import types
 from typing import Any, Callable, Iterator, Sequence
 
-from genenv_jax.data import DataMissingError, require, resolve_data_dir
-from genenv_jax.benchmarks.bfcl import evaluator as bfcl
 from genenv_jax.benchmarks.bfcl import checker as bfcl_checker
+from genenv_jax.benchmarks.bfcl import evaluator as bfcl
 from genenv_jax.benchmarks.bfcl import official as bfcl_official
-from genenv_jax.tasks.benchmark import EvalItem
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_json_tool_calls, format_python_calls
+from genenv_jax.data import DataMissingError, require, resolve_data_dir
+from genenv_jax.tasks.benchmark import EvalItem
 
 CATEGORIES = tuple(c for c in bfcl.CATEGORIES if c not in bfcl.MULTI_TURN)
-INSTALL = ("pip install --no-deps --target DIR bfcl-eval==2026.3.23 tree_sitter==0.21.3 tree-sitter-java==0.21.0 "
-           "tree-sitter-javascript==0.21.4 tenacity filelock, then pass --reference DIR")
+INSTALL = (
+  "pip install --no-deps --target DIR bfcl-eval==2026.3.23 tree_sitter==0.21.3 tree-sitter-java==0.21.0 "
+  "tree-sitter-javascript==0.21.4 tenacity filelock, then pass --reference DIR"
+)
 
 
 # ------------------------------------------------------------------------------------------------ reference
@@ -67,8 +70,11 @@ def load_reference(folder: str | None = None) -> Callable[[str, EvalItem], bool]
     from bfcl_eval.utils import is_empty_output, is_function_calling_format_output
   except ImportError as e:
     raise ImportError(f"the reference checker is not importable ({e}); install it with: {INSTALL}") from e
-  formats = {"python": (Language.PYTHON, ReturnFormat.PYTHON), "java": (Language.JAVA, ReturnFormat.JAVA),
-             "javascript": (Language.JAVASCRIPT, ReturnFormat.JAVASCRIPT)}
+  formats = {
+    "python": (Language.PYTHON, ReturnFormat.PYTHON),
+    "java": (Language.JAVA, ReturnFormat.JAVA),
+    "javascript": (Language.JAVASCRIPT, ReturnFormat.JAVASCRIPT),
+  }
 
   def verdict(output: str, item: EvalItem) -> bool:
     category = item.gold["category"]
@@ -103,8 +109,9 @@ def _render(calls: Sequence[ToolCall]) -> str:
 
 
 def _with(call: ToolCall, **changes: Any) -> ToolCall:
-  return ToolCall(changes.get("name", call.name), changes.get("arguments", call.arguments),
-                  changes.get("positional", call.positional))
+  return ToolCall(
+    changes.get("name", call.name), changes.get("arguments", call.arguments), changes.get("positional", call.positional)
+  )
 
 
 def _vary_value(value: Any, rng: random.Random) -> list[tuple[str, Any]]:
@@ -119,8 +126,11 @@ def _vary_value(value: Any, rng: random.Random) -> list[tuple[str, Any]]:
     if value.is_integer():
       out.append(("float_as_int", int(value)))
   elif isinstance(value, str):
-    out += [("string_case", value.upper()), ("string_spacing", value.replace(" ", "  ") + "."),
-            ("wrong_string", value + "x")]
+    out += [
+      ("string_case", value.upper()),
+      ("string_spacing", value.replace(" ", "  ") + "."),
+      ("wrong_string", value + "x"),
+    ]
     if value:
       out.append(("string_truncated", value[:-1]))
   elif isinstance(value, list):
@@ -133,8 +143,10 @@ def _vary_value(value: Any, rng: random.Random) -> list[tuple[str, Any]]:
       out.append(("list_dropped", value[:-1]))
   elif isinstance(value, dict) and value:
     key = next(iter(value))
-    out += [("dict_key_dropped", {k: v for k, v in value.items() if k != key}),
-            ("dict_extra_key", {**value, "extra_key": "x"})]
+    out += [
+      ("dict_key_dropped", {k: v for k, v in value.items() if k != key}),
+      ("dict_extra_key", {**value, "extra_key": "x"}),
+    ]
     inner = _vary_value(value[key], rng)
     if inner:
       kind, variant = rng.choice(inner)
@@ -158,8 +170,12 @@ def _python_variants(calls: list[ToolCall], item: EvalItem, rng: random.Random) 
   yield "json_list", json.dumps([{c.name: dict(c.arguments)} for c in calls])
   yield "newline_separated", "\n".join(format_python_calls([c]) for c in calls)
   yield "keyword_spaces", text.replace("=", " = ")
-  yield "json_values", "[" + ", ".join(f"{c.name}(" + ", ".join(f"{k}={json.dumps(v)}" for k, v in c.arguments.items())
-                                       + ")" for c in calls) + "]"
+  yield (
+    "json_values",
+    "["
+    + ", ".join(f"{c.name}(" + ", ".join(f"{k}={json.dumps(v)}" for k, v in c.arguments.items()) + ")" for c in calls)
+    + "]",
+  )
   if calls:
     first = calls[0]
     yield "wrong_name", _render([_with(first, name=first.name + "_x")] + calls[1:])
@@ -189,20 +205,26 @@ def _python_variants(calls: list[ToolCall], item: EvalItem, rng: random.Random) 
         allowed = next(iter(answer.values())) if next(iter(answer)) == first.name else {}
         options = [o for o in allowed.get(key, []) if o != "" and o != value]
         if options:
-          yield "other_allowed", _render([_with(first, arguments={**first.arguments, key: rng.choice(options)})]
-                                         + calls[1:])
+          yield (
+            "other_allowed",
+            _render([_with(first, arguments={**first.arguments, key: rng.choice(options)})] + calls[1:]),
+          )
           break
         if "" in allowed.get(key, []) and isinstance(value, list):
-          yield "optional_as_empty_list", _render([_with(first, arguments={**first.arguments, key: []})]
-                                                  + calls[1:])
+          yield "optional_as_empty_list", _render([_with(first, arguments={**first.arguments, key: []})] + calls[1:])
           break
 
 
 def _source_variants(calls: list[ToolCall], rng: random.Random) -> Iterator[tuple[str, str]]:
   """Java/JavaScript: the values are source text; vary how it is quoted."""
+
   def render(values: Callable[[Any], str]) -> str:
-    return "[" + ", ".join(f"{c.name}(" + ", ".join(f"{k}={values(v)}" for k, v in c.arguments.items()) + ")"
-                           for c in calls) + "]"
+    return (
+      "["
+      + ", ".join(f"{c.name}(" + ", ".join(f"{k}={values(v)}" for k, v in c.arguments.items()) + ")" for c in calls)
+      + "]"
+    )
+
   yield "source_double_quotes", render(lambda v: json.dumps(v) if isinstance(v, str) else repr(v))
   yield "source_bare", render(lambda v: v if isinstance(v, str) and v else repr(v))
   yield "source_escaped_quotes", render(lambda v: '"' + str(v).replace('"', '\\"') + '"')
@@ -228,8 +250,12 @@ def perturb(item: EvalItem, rng: random.Random) -> list[tuple[str, str]]:
   if category in bfcl.IRRELEVANCE + bfcl.RELEVANCE:
     calls = _irrelevance_calls(item)
     pairs = list(_python_variants(calls, item, rng))
-    pairs += [("prose", "I cannot answer this with the given functions."), ("empty", ""), ("empty_list", "[]"),
-              ("empty_call", f"[{calls[0].name}()]")]
+    pairs += [
+      ("prose", "I cannot answer this with the given functions."),
+      ("empty", ""),
+      ("empty_list", "[]"),
+      ("empty_call", f"[{calls[0].name}()]"),
+    ]
     return pairs
   calls = bfcl.oracle_calls(item.gold["functions"], item.gold["answers"], language)
   pairs = list(_python_variants(calls, item, rng))
@@ -254,8 +280,9 @@ def lenient_correct(output: str, item: EvalItem) -> bool:
 
 def official_correct(output: str, item: EvalItem) -> bool:
   gold = item.gold
-  return bfcl_official.verdict(output, gold["functions"], gold.get("answers"), gold["language"],
-                               gold["category"]) is None
+  return (
+    bfcl_official.verdict(output, gold["functions"], gold.get("answers"), gold["language"], gold["category"]) is None
+  )
 
 
 # ------------------------------------------------------------------------------------------------ main
@@ -308,16 +335,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             shown += 1
             print(f"DISAGREE {item.id} [{kind}] reference={ref} ours={ours}: {output[:300]!r}")
           if out:
-            out.write(json.dumps({"id": item.id, "kind": kind, "output": output, "reference": ref,
-                                  "official": ours, "lenient": lenient}, ensure_ascii=True) + "\n")
+            out.write(
+              json.dumps(
+                {"id": item.id, "kind": kind, "output": output, "reference": ref, "official": ours, "lenient": lenient},
+                ensure_ascii=True,
+              )
+              + "\n"
+            )
   for key in sorted(counts, key=lambda k: (k != "all", k)):
     c = counts[key]
-    print(f"{key:40s} n={c['n']:6d}  official {c['official'] / c['n']:8.4%}  lenient {c['lenient'] / c['n']:8.4%}"
-          f"  (reference correct {c['reference_correct'] / c['n']:.1%})")
+    print(
+      f"{key:40s} n={c['n']:6d}  official {c['official'] / c['n']:8.4%}  lenient {c['lenient'] / c['n']:8.4%}"
+      f"  (reference correct {c['reference_correct'] / c['n']:.1%})"
+    )
   total = counts["all"]
   agreement = total["official"] / max(1, total["n"])
-  print(f"official mode agrees with bfcl-eval on {total['official']}/{total['n']} pairs ({agreement:.3%}); "
-        f"lenient mode on {total['lenient']}/{total['n']} ({total['lenient'] / max(1, total['n']):.3%})")
+  print(
+    f"official mode agrees with bfcl-eval on {total['official']}/{total['n']} pairs ({agreement:.3%}); "
+    f"lenient mode on {total['lenient']}/{total['n']} ({total['lenient'] / max(1, total['n']):.3%})"
+  )
   return 0 if agreement >= args.target else 1
 
 

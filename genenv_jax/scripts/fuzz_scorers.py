@@ -40,14 +40,81 @@ from genenv_jax.tasks.benchmark import EvalItem
 Target = tuple[str, Callable[[str], Any]]
 
 TAGS = ("answer", "think", "tool_call", "search", "result", "user", "functions", "TOOLCALL")
-PIECES = ("[", "]", "(", ")", "{", "}", "<", ">", "'", '"', "\\", ",", "=", ":", ";", "-", "+", "*", "**", ".", " ",
-          "\n", "\t", "\x00", "\ud800", "`", "```", "```python\n", "f", "get_weather", "city", "a", "1", "1.5", "1e308",
-          "-1", "True", "None", "null", "true", "new int[]{", "new ArrayList<>(Arrays.asList(", "new HashMap<>() {{",
-          "put(", "add(", "L", "f", "n", "lambda", "x", "Answer: ", "Action: ", "> ", "API-Request: [", "Calls: ",
-          "User: ", "Function: ", '{"name": "f", "parameters": {', '"a": 1}', "Day 1:", "Current City: ",
-          "Transportation: ", "Breakfast: ", "Attraction: ", "Lunch: ", "Dinner: ", "Accommodation: ", "from A to B",
-          "Flight Number: F123", "Self-driving", "Taxi", "-", ", ") + tuple(
-              f"{o}{t}>" for t in TAGS for o in ("<", "</"))
+PIECES = (
+  "[",
+  "]",
+  "(",
+  ")",
+  "{",
+  "}",
+  "<",
+  ">",
+  "'",
+  '"',
+  "\\",
+  ",",
+  "=",
+  ":",
+  ";",
+  "-",
+  "+",
+  "*",
+  "**",
+  ".",
+  " ",
+  "\n",
+  "\t",
+  "\x00",
+  "\ud800",
+  "`",
+  "```",
+  "```python\n",
+  "f",
+  "get_weather",
+  "city",
+  "a",
+  "1",
+  "1.5",
+  "1e308",
+  "-1",
+  "True",
+  "None",
+  "null",
+  "true",
+  "new int[]{",
+  "new ArrayList<>(Arrays.asList(",
+  "new HashMap<>() {{",
+  "put(",
+  "add(",
+  "L",
+  "f",
+  "n",
+  "lambda",
+  "x",
+  "Answer: ",
+  "Action: ",
+  "> ",
+  "API-Request: [",
+  "Calls: ",
+  "User: ",
+  "Function: ",
+  '{"name": "f", "parameters": {',
+  '"a": 1}',
+  "Day 1:",
+  "Current City: ",
+  "Transportation: ",
+  "Breakfast: ",
+  "Attraction: ",
+  "Lunch: ",
+  "Dinner: ",
+  "Accommodation: ",
+  "from A to B",
+  "Flight Number: F123",
+  "Self-driving",
+  "Taxi",
+  "-",
+  ", ",
+) + tuple(f"{o}{t}>" for t in TAGS for o in ("<", "</"))
 
 
 def _repeat(unit: str, size: int) -> str:
@@ -58,39 +125,39 @@ def adversarial_texts(size: int) -> dict[str, str]:
   """Named adversarial inputs of about `size` characters (module docstring)."""
   half = size // 2
   texts = {
-      "lt_flood": _repeat("<", size),
-      "nul_bytes": _repeat("\x00", size),
-      "lone_surrogates": _repeat("\ud800a\udfff", size),
-      "open_brackets": _repeat("[", size),
-      "open_parens": _repeat("(", size),
-      "open_braces": _repeat("{", size),
-      "unary_chain": _repeat("- ", size) + "1",
-      "not_chain": _repeat("not ", size) + "1",
-      "quote_flood": _repeat("'", size),
-      "dquote_flood": _repeat('"', size),
-      "backslashes": _repeat("\\", size),
-      "commas": _repeat(",", size),
-      "equals": _repeat("a=", size),
-      "call_prefixes": _repeat("f(", size),
-      "call_list": "[" + _repeat("f(a=1), ", size) + "]",
-      "nested_list_literal": "[f(a=" + "[" * half + "1" + "]" * half + ")]",
-      "unary_literal": "[f(a=" + _repeat("-", half) + "1)]",
-      "newlines": _repeat("\n", size),
-      "newlines_then_text": _repeat("\n", size) + "x",
-      "long_line": _repeat("x", size),
-      "spaces_then_text": _repeat(" ", size) + "x",
-      "answer_lines": _repeat("Answer: x\n", size),
-      "action_lines": _repeat("Action: go to x\n> look\n", size),
-      "api_requests": _repeat("API-Request: [f(a='1')]\n", size),
-      "api_request_unclosed": "API-Request: [" + _repeat("f(a=[", half),
-      "json_nested": '<tool_call>{"name": "f", "parameters": ' + "[" * half + "]" * half + "}</tool_call>",
-      "fence_unclosed": "```python\n" + _repeat("[f(", half),
-      "fence_flood": _repeat("```", size),
-      "java_array": "[f(a=new int[]{" + _repeat("1, ", half) + "})]",
-      "java_map": "[f(a=new HashMap<>() {{" + _repeat("put(\"k\", 1); ", half) + "}})]",
-      "generic_flood": "[f(a=new ArrayList<" + _repeat("<", half) + ">())]",
-      "plan_lines": _repeat("Day 1:\nCurrent City: from A to B\nTransportation: Flight F1, from A to B\n", size),
-      "random_bytes": "".join(map(chr, random.Random(0).choices(range(1, 0x2FF), k=size))),
+    "lt_flood": _repeat("<", size),
+    "nul_bytes": _repeat("\x00", size),
+    "lone_surrogates": _repeat("\ud800a\udfff", size),
+    "open_brackets": _repeat("[", size),
+    "open_parens": _repeat("(", size),
+    "open_braces": _repeat("{", size),
+    "unary_chain": _repeat("- ", size) + "1",
+    "not_chain": _repeat("not ", size) + "1",
+    "quote_flood": _repeat("'", size),
+    "dquote_flood": _repeat('"', size),
+    "backslashes": _repeat("\\", size),
+    "commas": _repeat(",", size),
+    "equals": _repeat("a=", size),
+    "call_prefixes": _repeat("f(", size),
+    "call_list": "[" + _repeat("f(a=1), ", size) + "]",
+    "nested_list_literal": "[f(a=" + "[" * half + "1" + "]" * half + ")]",
+    "unary_literal": "[f(a=" + _repeat("-", half) + "1)]",
+    "newlines": _repeat("\n", size),
+    "newlines_then_text": _repeat("\n", size) + "x",
+    "long_line": _repeat("x", size),
+    "spaces_then_text": _repeat(" ", size) + "x",
+    "answer_lines": _repeat("Answer: x\n", size),
+    "action_lines": _repeat("Action: go to x\n> look\n", size),
+    "api_requests": _repeat("API-Request: [f(a='1')]\n", size),
+    "api_request_unclosed": "API-Request: [" + _repeat("f(a=[", half),
+    "json_nested": '<tool_call>{"name": "f", "parameters": ' + "[" * half + "]" * half + "}</tool_call>",
+    "fence_unclosed": "```python\n" + _repeat("[f(", half),
+    "fence_flood": _repeat("```", size),
+    "java_array": "[f(a=new int[]{" + _repeat("1, ", half) + "})]",
+    "java_map": "[f(a=new HashMap<>() {{" + _repeat("put(\"k\", 1); ", half) + "}})]",
+    "generic_flood": "[f(a=new ArrayList<" + _repeat("<", half) + ">())]",
+    "plan_lines": _repeat("Day 1:\nCurrent City: from A to B\nTransportation: Flight F1, from A to B\n", size),
+    "random_bytes": "".join(map(chr, random.Random(0).choices(range(1, 0x2FF), k=size))),
   }
   for tag in TAGS:
     texts[f"unclosed_{tag}"] = _repeat(f"<{tag}>x", size)
@@ -124,8 +191,11 @@ def _benchmark_targets(data_dir: str) -> list[Target]:
   from genenv_jax.benchmarks.travelplanner.evaluator import TravelPlannerBenchmark
 
   targets: list[Target] = []
-  benchmarks = [("api_bank", ApiBankBenchmark()), ("bamboogle", BamboogleBenchmark()),
-                ("travelplanner", TravelPlannerBenchmark())]
+  benchmarks = [
+    ("api_bank", ApiBankBenchmark()),
+    ("bamboogle", BamboogleBenchmark()),
+    ("travelplanner", TravelPlannerBenchmark()),
+  ]
   benchmarks += [(f"bfcl[{mode}]", BfclBenchmark(mode=mode)) for mode in MODES]
   for name, bench in benchmarks:
     for item in _first_per_split(bench, data_dir):
@@ -142,8 +212,8 @@ def _benchmark_targets(data_dir: str) -> list[Target]:
 
 def _family_targets(data_dir: pathlib.Path) -> list[Target]:
   from genenv_jax.benchmarks.api_bank.family import ApiBankTasks
-  from genenv_jax.benchmarks.bfcl.family import BfclTasks
   from genenv_jax.benchmarks.bamboogle.family import QaTasks
+  from genenv_jax.benchmarks.bfcl.family import BfclTasks
   from genenv_jax.benchmarks.travelplanner.family import TravelPlannerTasks
 
   families: list[tuple[Any, str]] = []
@@ -154,8 +224,10 @@ def _family_targets(data_dir: pathlib.Path) -> list[Target]:
   except ImportError:
     pass
   else:
-    seed = ("Task: put a mug on the desk.\nRoom: You are in a room.\nObservation: You see a desk 1.\n"
-            "Admissible: go to desk 1 | look\nAction: go to desk 1")
+    seed = (
+      "Task: put a mug on the desk.\nRoom: You are in a room.\nObservation: You see a desk 1.\n"
+      "Admissible: go to desk 1 | look\nAction: go to desk 1"
+    )
     families.append((AlfworldTasks(), seed))
   targets: list[Target] = []
   for family, seed in families:
@@ -182,8 +254,10 @@ class CallTimeout(Exception):
 @contextlib.contextmanager
 def alarm(seconds: float):
   """Raises CallTimeout in the main thread after `seconds` of wall time (the regex engine checks signals too)."""
+
   def handler(signum, frame):
     raise CallTimeout(f"over {seconds} s")
+
   previous = signal.signal(signal.SIGALRM, handler)
   signal.setitimer(signal.ITIMER_REAL, seconds)
   try:
@@ -204,13 +278,19 @@ class Report:
 
   def merge(self, other: Report) -> Report:
     """Both reports' counts and failures; the slower of the two slowest calls."""
-    return Report(self.calls + other.calls, self.exceptions + other.exceptions, self.timeouts + other.timeouts,
-                  max(self.slowest, other.slowest))
+    return Report(
+      self.calls + other.calls,
+      self.exceptions + other.exceptions,
+      self.timeouts + other.timeouts,
+      max(self.slowest, other.slowest),
+    )
 
   def summary(self) -> str:
     seconds, target, name = self.slowest
-    return (f"{self.calls} calls: {len(self.exceptions)} exceptions, {len(self.timeouts)} timeouts; slowest "
-            f"{seconds:.3f} s ({target} on {name})")
+    return (
+      f"{self.calls} calls: {len(self.exceptions)} exceptions, {len(self.timeouts)} timeouts; slowest "
+      f"{seconds:.3f} s ({target} on {name})"
+    )
 
 
 def fuzz(targets: Sequence[Target], texts: Iterable[tuple[str, str]], timeout: float) -> Report:
@@ -237,8 +317,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   p.add_argument("--data-dir", default="", help="the benchmark data (default: genenv_jax.data's resolver)")
   p.add_argument("--size", type=int, default=1_000_000, help="characters of each adversarial input")
-  p.add_argument("--mid-size", type=int, default=10_000,
-                 help="the adversarial inputs again at this size (0: not): deep but under the parsers' length caps")
+  p.add_argument(
+    "--mid-size",
+    type=int,
+    default=10_000,
+    help="the adversarial inputs again at this size (0: not): deep but under the parsers' length caps",
+  )
   p.add_argument("--random", type=int, default=4000, help="random short inputs (each runs on every target)")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--timeout", type=float, default=10.0, help="seconds one call may take before it is a timeout")
@@ -253,8 +337,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
   args.data_dir = str(resolve_data_dir(args.data_dir or None))
   if not pathlib.Path(args.data_dir).is_dir():
-    print(f"fuzz_scorers: data directory {args.data_dir} does not exist; pass --data-dir (fetch it with "
-          "`python -m genenv_jax.data fetch`)", file=sys.stderr)
+    print(
+      f"fuzz_scorers: data directory {args.data_dir} does not exist; pass --data-dir (fetch it with "
+      "`python -m genenv_jax.data fetch`)",
+      file=sys.stderr,
+    )
     return 2
   targets = [t for t in make_targets(args.data_dir) if not args.only or args.only in t[0]]
   print(f"{len(targets)} targets", flush=True)
@@ -271,8 +358,10 @@ def main(argv: Sequence[str] | None = None) -> int:
       print(f"{kind}: {target} on {name}: {message}")
   total = big.calls + small.calls
   failures = len(big.exceptions + small.exceptions + big.timeouts + small.timeouts)
-  print(f"total: {total} inputs, {len(big.exceptions + small.exceptions)} exceptions, "
-        f"{len(big.timeouts + small.timeouts)} timeouts, slowest {max(big.slowest, small.slowest)[0]:.3f} s")
+  print(
+    f"total: {total} inputs, {len(big.exceptions + small.exceptions)} exceptions, "
+    f"{len(big.timeouts + small.timeouts)} timeouts, slowest {max(big.slowest, small.slowest)[0]:.3f} s"
+  )
   return 1 if failures else 0
 
 

@@ -19,19 +19,24 @@ import sys
 import time
 from typing import Sequence
 
-from genenv_jax.data import resolve_data_dir
 from genenv_jax.benchmarks.alfworld import env as alfworld_env
 from genenv_jax.benchmarks.alfworld import steps as alfworld_steps
+from genenv_jax.data import resolve_data_dir
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-  parser.add_argument("--data-dir", default=None, help="data directory (holding alfworld/) or the alfworld folder "
-                      "itself (default: genenv_jax.data.resolve_data_dir())")
+  parser.add_argument(
+    "--data-dir",
+    default=None,
+    help="data directory (holding alfworld/) or the alfworld folder "
+    "itself (default: genenv_jax.data.resolve_data_dir())",
+  )
   parser.add_argument("--split", default="valid_unseen", choices=alfworld_env.SPLITS)
   parser.add_argument("--limit", type=int, default=None, help="replay only the first N games (sorted by name)")
-  parser.add_argument("--cache-dir", default=None, help="step cache directory (default: "
-                      "alfworld_steps.default_cache_dir())")
+  parser.add_argument(
+    "--cache-dir", default=None, help="step cache directory (default: alfworld_steps.default_cache_dir())"
+  )
   parser.add_argument("--no-cache", action="store_true", help="do not write replays to the step cache")
   parser.add_argument("--quiet", action="store_true", help="print only the summary line")
   return parser.parse_args(argv)
@@ -41,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
   games = alfworld_env.list_games(resolve_data_dir(args.data_dir), args.split)
   if args.limit is not None:
-    games = games[:max(args.limit, 0)]
+    games = games[: max(args.limit, 0)]
   start = time.perf_counter()
   won, lost, steps = 0, [], 0
   for i, path in enumerate(games, 1):
@@ -52,11 +57,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not replay.won:
       lost.append(replay.game)
     if not args.quiet:
-      print(f"[{i}/{len(games)}] {'WON ' if replay.won else 'LOST'} {len(replay.actions)} steps "
-            f"{time.perf_counter() - t0:.1f}s {replay.game}", flush=True)
+      print(
+        f"[{i}/{len(games)}] {'WON ' if replay.won else 'LOST'} {len(replay.actions)} steps "
+        f"{time.perf_counter() - t0:.1f}s {replay.game}",
+        flush=True,
+      )
   seconds = time.perf_counter() - start
-  print(f"{args.split}: walkthrough won {won}/{len(games)} games ({steps} steps) in {seconds:.1f}s "
-        f"({seconds / max(len(games), 1):.2f}s per game)")
+  print(
+    f"{args.split}: walkthrough won {won}/{len(games)} games ({steps} steps) in {seconds:.1f}s "
+    f"({seconds / max(len(games), 1):.2f}s per game)"
+  )
   for name in lost:
     print(f"  not won: {name}")
   return 0 if won == len(games) else 1

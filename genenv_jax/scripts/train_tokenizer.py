@@ -101,8 +101,11 @@ def _expression(rng: random.Random, n_ops: int, digits: int) -> tuple[str, int, 
   extra = rng.random() < 0.15
   if _PRECEDENCE[left_top] < _PRECEDENCE[op] or (extra and left_top is not None):
     left = f"({left})"
-  if (_PRECEDENCE[right_top] < _PRECEDENCE[op] or (op == "-" and _PRECEDENCE[right_top] == 1)
-      or (extra and right_top is not None)):
+  if (
+    _PRECEDENCE[right_top] < _PRECEDENCE[op]
+    or (op == "-" and _PRECEDENCE[right_top] == 1)
+    or (extra and right_top is not None)
+  ):
     right = f"({right})"
   value = lv + rv if op == "+" else lv - rv if op == "-" else lv * rv
   text = f"{left} {op} {right}" if rng.random() < 0.2 else f"{left}{op}{right}"
@@ -123,8 +126,14 @@ def build_corpus(seed: int = 0, n_arith: int = 4000) -> list[str]:
     text, value, _ = _expression(rng, n_ops, digits=1 + (difficulty - 1) // 3)
     task = f"Compute: {text} ="
     template = rng.choice(_CURRICULUM)
-    filled = template.format(d=difficulty, task=task, a=value, p=f"{rng.randint(0, 100) / 100:.2f}",
-                             n=rng.randint(0, 9999), m=rng.randint(0, 999))
+    filled = template.format(
+      d=difficulty,
+      task=task,
+      a=value,
+      p=f"{rng.randint(0, 100) / 100:.2f}",
+      n=rng.randint(0, 9999),
+      m=rng.randint(0, 999),
+    )
     lines.extend(filled.split("\n"))
     lines.append(f"{task} {value}")
   for _ in range(8):
@@ -132,31 +141,60 @@ def build_corpus(seed: int = 0, n_arith: int = 4000) -> list[str]:
     lines.extend(_TOOL_CALLS)
   # Every printable ASCII character at least once, in a few arrangements.
   visible = string.ascii_letters + string.digits + string.punctuation
-  lines.extend([visible, " ".join(visible), string.punctuation, string.ascii_lowercase, string.ascii_uppercase,
-                "0 1 2 3 4 5 6 7 8 9 + - * / ( ) = , . : ; ! ?"])
+  lines.extend(
+    [
+      visible,
+      " ".join(visible),
+      string.punctuation,
+      string.ascii_lowercase,
+      string.ascii_uppercase,
+      "0 1 2 3 4 5 6 7 8 9 + - * / ( ) = , . : ; ! ?",
+    ]
+  )
   return lines
 
 
-def train(out: str | pathlib.Path = DEFAULT_OUT, vocab_size: int = 512, seed: int = 0,
-          model_type: str = "bpe") -> pathlib.Path:
+def train(
+  out: str | pathlib.Path = DEFAULT_OUT, vocab_size: int = 512, seed: int = 0, model_type: str = "bpe"
+) -> pathlib.Path:
   """Trains the model on `build_corpus(seed)` and writes it to `out`; returns the path written."""
   import sentencepiece as spm
 
   if model_type not in ("bpe", "unigram"):
     raise ValueError(f"model_type must be 'bpe' or 'unigram', got {model_type!r}")
   if vocab_size < 4 + 256 + 100:
-    raise ValueError(f"vocab_size={vocab_size} is too small: 4 special ids + 256 byte-fallback pieces + ~100 "
-                     "characters need at least 360; use 512")
+    raise ValueError(
+      f"vocab_size={vocab_size} is too small: 4 special ids + 256 byte-fallback pieces + ~100 "
+      "characters need at least 360; use 512"
+    )
   out = pathlib.Path(out)
   if not out.parent.is_dir():
     raise FileNotFoundError(f"output directory {out.parent} does not exist; create it or pass another --out")
   buffer = io.BytesIO()
   spm.SentencePieceTrainer.train(
-    sentence_iterator=iter(build_corpus(seed)), model_writer=buffer, model_type=model_type,
-    vocab_size=vocab_size, character_coverage=1.0, byte_fallback=True, split_digits=True,
-    normalization_rule_name="identity", add_dummy_prefix=False, remove_extra_whitespaces=False,
-    pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="<pad>", bos_piece="<s>", eos_piece="</s>",
-    unk_piece="<unk>", num_threads=1, input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2)
+    sentence_iterator=iter(build_corpus(seed)),
+    model_writer=buffer,
+    model_type=model_type,
+    vocab_size=vocab_size,
+    character_coverage=1.0,
+    byte_fallback=True,
+    split_digits=True,
+    normalization_rule_name="identity",
+    add_dummy_prefix=False,
+    remove_extra_whitespaces=False,
+    pad_id=0,
+    bos_id=1,
+    eos_id=2,
+    unk_id=3,
+    pad_piece="<pad>",
+    bos_piece="<s>",
+    eos_piece="</s>",
+    unk_piece="<unk>",
+    num_threads=1,
+    input_sentence_size=0,
+    shuffle_input_sentence=False,
+    minloglevel=2,
+  )
   out.write_bytes(buffer.getvalue())
   return out
 

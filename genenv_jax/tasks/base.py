@@ -29,21 +29,21 @@ class TaskBatch:
   task; `valid` is False for env output that did not parse into a well-formed task.
   """
 
-  prompt_ids: jax.Array   # [B, agent_prompt_len] int32
+  prompt_ids: jax.Array  # [B, agent_prompt_len] int32
   prompt_mask: jax.Array  # [B, agent_prompt_len] int32
-  spec: jax.Array         # [B, spec_len] int32
-  difficulty: jax.Array   # [B] float32
-  valid: jax.Array        # [B] bool
+  spec: jax.Array  # [B, spec_len] int32
+  difficulty: jax.Array  # [B] float32
+  valid: jax.Array  # [B] bool
 
 
 class Domain(Protocol):
   """A task family. Static attributes fix every shape of the compiled step."""
 
   name: str
-  agent_prompt_len: int    # tokens of an agent prompt
-  agent_answer_len: int    # max new tokens of an agent answer
-  env_prompt_len: int      # tokens of an env prompt
-  env_output_len: int      # max new tokens the env writes per task
+  agent_prompt_len: int  # tokens of an agent prompt
+  agent_answer_len: int  # max new tokens of an agent answer
+  env_prompt_len: int  # tokens of an env prompt
+  env_output_len: int  # max new tokens the env writes per task
   spec_len: int
   success_threshold: float  # R_agent >= threshold counts as a success for p̂
 
@@ -72,21 +72,29 @@ class Domain(Protocol):
     """Jittable: R_agent [B] float32 in [0, 1] for responses [B, agent_answer_len]; 0 for invalid tasks."""
 
 
-def host_parse(parse_host: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]], tokens: jax.Array,
-               mask: jax.Array, agent_prompt_len: int, spec_len: int) -> TaskBatch:
+def host_parse(
+  parse_host: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]],
+  tokens: jax.Array,
+  mask: jax.Array,
+  agent_prompt_len: int,
+  spec_len: int,
+) -> TaskBatch:
   """Jittable: a host-Python parser `parse_host(tokens, mask) -> TaskBatch fields as numpy` entered through
   `host_map` (each device parses only its own rows), with the TaskBatch shapes fixed by the two lengths."""
   batch = tokens.shape[0]
-  out_like = dict(prompt_ids=jax.ShapeDtypeStruct((batch, agent_prompt_len), jnp.int32),
-                  prompt_mask=jax.ShapeDtypeStruct((batch, agent_prompt_len), jnp.int32),
-                  spec=jax.ShapeDtypeStruct((batch, spec_len), jnp.int32),
-                  difficulty=jax.ShapeDtypeStruct((batch,), jnp.float32),
-                  valid=jax.ShapeDtypeStruct((batch,), jnp.bool_))
+  out_like = dict(
+    prompt_ids=jax.ShapeDtypeStruct((batch, agent_prompt_len), jnp.int32),
+    prompt_mask=jax.ShapeDtypeStruct((batch, agent_prompt_len), jnp.int32),
+    spec=jax.ShapeDtypeStruct((batch, spec_len), jnp.int32),
+    difficulty=jax.ShapeDtypeStruct((batch,), jnp.float32),
+    valid=jax.ShapeDtypeStruct((batch,), jnp.bool_),
+  )
   return TaskBatch(**host_map(parse_host, out_like, tokens, mask))
 
 
-def host_verify(verify_host: Callable[..., np.ndarray], tasks: TaskBatch, response: jax.Array,
-                response_mask: jax.Array) -> jax.Array:
+def host_verify(
+  verify_host: Callable[..., np.ndarray], tasks: TaskBatch, response: jax.Array, response_mask: jax.Array
+) -> jax.Array:
   """Jittable: R_agent [B] float32 from a host-Python `verify_host(spec, valid, response, response_mask)`."""
   out_like = jax.ShapeDtypeStruct((response.shape[0],), jnp.float32)
   return host_map(verify_host, out_like, tasks.spec, tasks.valid, response, response_mask)

@@ -35,8 +35,13 @@ class ItemResult:
   detail: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
   def to_json(self) -> dict[str, Any]:
-    return {"id": self.id, "split": self.split, "correct": bool(self.correct), "score": float(self.score),
-            **({"detail": dict(self.detail)} if self.detail else {})}
+    return {
+      "id": self.id,
+      "split": self.split,
+      "correct": bool(self.correct),
+      "score": float(self.score),
+      **({"detail": dict(self.detail)} if self.detail else {}),
+    }
 
 
 class Benchmark(Protocol):

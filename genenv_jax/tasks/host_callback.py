@@ -36,14 +36,17 @@ def _checked(fn: Callable[..., Any], out_structs: Any, where: str) -> Callable[.
     result = fn(*(np.asarray(a) for a in arrays))
     leaves, tree = jax.tree.flatten(result)
     if tree != out_tree:
-      raise ValueError(f"host function {getattr(fn, '__name__', fn)!r} ({where}) returned structure {tree}, "
-                       f"expected {out_tree}")
+      raise ValueError(
+        f"host function {getattr(fn, '__name__', fn)!r} ({where}) returned structure {tree}, expected {out_tree}"
+      )
     fixed = []
     for got, want in zip(leaves, out_leaves):
       got = np.asarray(got)
       if tuple(got.shape) != tuple(want.shape):
-        raise ValueError(f"host function {getattr(fn, '__name__', fn)!r} ({where}) returned shape "
-                         f"{tuple(got.shape)}, expected {tuple(want.shape)}")
+        raise ValueError(
+          f"host function {getattr(fn, '__name__', fn)!r} ({where}) returned shape "
+          f"{tuple(got.shape)}, expected {tuple(want.shape)}"
+        )
       fixed.append(np.ascontiguousarray(got.astype(want.dtype, copy=False)))
     return jax.tree.unflatten(out_tree, fixed)
 
@@ -55,8 +58,13 @@ def _context_mesh() -> AbstractMesh | None:
   return None if mesh.empty else mesh
 
 
-def host_map(fn: Callable[..., Any], out_like: Any, *arrays: jax.Array, mesh: Mesh | AbstractMesh | None = None,
-             vmap_method: str = "sequential") -> Any:
+def host_map(
+  fn: Callable[..., Any],
+  out_like: Any,
+  *arrays: jax.Array,
+  mesh: Mesh | AbstractMesh | None = None,
+  vmap_method: str = "sequential",
+) -> Any:
   """Calls `fn(*numpy_arrays) -> pytree of numpy arrays` on the host, row-parallel over the mesh; jittable.
 
   Every array in `arrays` and every leaf of `out_like` (a pytree of ShapeDtypeStruct or arrays giving the GLOBAL
@@ -76,8 +84,10 @@ def host_map(fn: Callable[..., Any], out_like: Any, *arrays: jax.Array, mesh: Me
   batch = leaves[0].shape[0] if leaves[0].shape else None
   for leaf in leaves:
     if not leaf.shape or leaf.shape[0] != batch:
-      raise ValueError(f"host_map: every input and output needs the same leading batch dimension, got shapes "
-                       f"{[tuple(x.shape) for x in leaves]}")
+      raise ValueError(
+        f"host_map: every input and output needs the same leading batch dimension, got shapes "
+        f"{[tuple(x.shape) for x in leaves]}"
+      )
   mesh = _context_mesh() if mesh is None else mesh
   if mesh is None:
     return jax.pure_callback(_checked(fn, out_structs, "no mesh"), out_structs, *arrays, vmap_method=vmap_method)
@@ -85,9 +95,11 @@ def host_map(fn: Callable[..., Any], out_like: Any, *arrays: jax.Array, mesh: Me
   axes = tuple(mesh.axis_names)
   shards = math.prod(mesh.shape[a] for a in axes)
   if batch % shards:
-    raise ValueError(f"host_map: a batch of {batch} rows does not split over the {shards} devices of mesh "
-                     f"{dict(mesh.shape)}; every mesh axis takes a share so that no replica scores a row twice. "
-                     "Pad the batch to a multiple of the device count")
+    raise ValueError(
+      f"host_map: a batch of {batch} rows does not split over the {shards} devices of mesh "
+      f"{dict(mesh.shape)}; every mesh axis takes a share so that no replica scores a row twice. "
+      "Pad the batch to a multiple of the device count"
+    )
   local = jax.tree.map(lambda s: Shape((s.shape[0] // shards, *s.shape[1:]), s.dtype), out_structs)
   spec = PartitionSpec(axes)
   host_fn = _checked(fn, local, f"{batch // shards} of {batch} rows per device")
@@ -97,8 +109,13 @@ def host_map(fn: Callable[..., Any], out_like: Any, *arrays: jax.Array, mesh: Me
 
   # check_vma=False: the callback's outputs differ per device by construction (each device's own rows), which the
   # varying-manual-axes check cannot see through an opaque host call.
-  mapped = jax.shard_map(per_device, mesh=mesh, in_specs=tuple(spec for _ in arrays),
-                         out_specs=jax.tree.map(lambda _: spec, out_structs), check_vma=False)
+  mapped = jax.shard_map(
+    per_device,
+    mesh=mesh,
+    in_specs=tuple(spec for _ in arrays),
+    out_specs=jax.tree.map(lambda _: spec, out_structs),
+    check_vma=False,
+  )
   return mapped(*arrays)
 
 

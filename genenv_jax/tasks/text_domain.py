@@ -43,18 +43,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from genenv_jax.data import resolve_data_dir
+from genenv_jax.models.tokenizer import SentencePieceTokenizer, Tokenizer
 from genenv_jax.tasks.arithmetic import token_ops as aj
 from genenv_jax.tasks.arithmetic.host import content_ids
 from genenv_jax.tasks.base import TaskBatch, host_parse, host_verify
 from genenv_jax.tasks.benchmark import Message
-from genenv_jax.models.tokenizer import SentencePieceTokenizer, Tokenizer
 
 SPEC_PAD = -1
 RATE_TEXTS = tuple(f"{k // 10}.{k % 10}" for k in range(11)) + ("unknown",)
 _UNKNOWN_RATE = 11
 _MARKS = ("\x00SEED\x00", "\x00RATE\x00")
-ENV_USER_TEMPLATE = ("Example task:\n" + _MARKS[0] + "\n\nAgent success rate on tasks like it: " + _MARKS[1]
-                     + "\nWrite one new task in exactly this format.")
+ENV_USER_TEMPLATE = (
+  "Example task:\n"
+  + _MARKS[0]
+  + "\n\nAgent success rate on tasks like it: "
+  + _MARKS[1]
+  + "\nWrite one new task in exactly this format."
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +96,7 @@ def encode_spec(text: str, width: int) -> np.ndarray | None:
   if len(raw) > width:
     return None
   out = np.full((width,), SPEC_PAD, np.int32)
-  out[:len(raw)] = np.frombuffer(raw, np.uint8)
+  out[: len(raw)] = np.frombuffer(raw, np.uint8)
   return out
 
 
@@ -111,13 +116,29 @@ def decode_spec(row: np.ndarray) -> str | None:
 class TextDomain:
   """A `TaskFamily` as a `base.Domain` (module docstring); every setting is fixed at construction."""
 
-  def __init__(self, family: TaskFamily, tokenizer: Tokenizer, *, data_dir: str | None = None, num_seeds: int = 0,
-               num_heldout: int = 32, seed: int = 0, agent_prompt_len: int = 512, agent_answer_len: int = 128,
-               env_prompt_len: int = 768, env_output_len: int = 384, spec_len: int = 512,
-               success_threshold: float = 1.0):
-    for name, value in (("agent_prompt_len", agent_prompt_len), ("agent_answer_len", agent_answer_len),
-                        ("env_prompt_len", env_prompt_len), ("env_output_len", env_output_len),
-                        ("spec_len", spec_len)):
+  def __init__(
+    self,
+    family: TaskFamily,
+    tokenizer: Tokenizer,
+    *,
+    data_dir: str | None = None,
+    num_seeds: int = 0,
+    num_heldout: int = 32,
+    seed: int = 0,
+    agent_prompt_len: int = 512,
+    agent_answer_len: int = 128,
+    env_prompt_len: int = 768,
+    env_output_len: int = 384,
+    spec_len: int = 512,
+    success_threshold: float = 1.0,
+  ):
+    for name, value in (
+      ("agent_prompt_len", agent_prompt_len),
+      ("agent_answer_len", agent_answer_len),
+      ("env_prompt_len", env_prompt_len),
+      ("env_output_len", env_output_len),
+      ("spec_len", spec_len),
+    ):
       if not isinstance(value, int) or value < 2:
         raise ValueError(f"{name} must be an int >= 2, got {value!r}")
     if num_seeds < 0 or num_heldout < 1:
@@ -139,9 +160,11 @@ class TextDomain:
     self._rate_lens = np.asarray([len(r) for r in rates], np.int32)
     fixed = sum(len(p) for p in self._env_pieces) + width
     if fixed + env_output_len - 1 > env_prompt_len:  # a seed task is at most env_output_len - 1 tokens (then EOS)
-      raise ValueError(f"env_prompt_len={env_prompt_len} cannot hold the env instruction ({fixed} tokens) plus a "
-                       f"seed task of up to env_output_len - 1 = {env_output_len - 1} tokens; use at least "
-                       f"{fixed + env_output_len - 1}")
+      raise ValueError(
+        f"env_prompt_len={env_prompt_len} cannot hold the env instruction ({fixed} tokens) plus a "
+        f"seed task of up to env_output_len - 1 = {env_output_len - 1} tokens; use at least "
+        f"{fixed + env_output_len - 1}"
+      )
     self.dropped: dict[str, int] = {}
     self._pools: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None
 
@@ -153,17 +176,22 @@ class TextDomain:
   def _env_prompt_pieces(self) -> tuple[list[int], list[int], list[int]]:
     """Token ids of the env prompt's fixed text before the seed, between seed and rate, and after the rate."""
     text = self.tokenizer.apply_chat_template(
-      [{"role": "system", "content": self.family.env_instruction},
-       {"role": "user", "content": ENV_USER_TEMPLATE}], add_generation_prompt=True)
+      [{"role": "system", "content": self.family.env_instruction}, {"role": "user", "content": ENV_USER_TEMPLATE}],
+      add_generation_prompt=True,
+    )
     head, rest = text.split(_MARKS[0])
     middle, tail = rest.split(_MARKS[1])
-    return (self.tokenizer.encode(head, add_bos=self._add_bos), self.tokenizer.encode(middle),
-            self.tokenizer.encode(tail))
+    return (
+      self.tokenizer.encode(head, add_bos=self._add_bos),
+      self.tokenizer.encode(middle),
+      self.tokenizer.encode(tail),
+    )
 
   def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
     """The agent prompt's token ids for chat messages (chat template, generation prompt, BOS for sentencepiece)."""
-    return self.tokenizer.encode(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True),
-                                 add_bos=self._add_bos)
+    return self.tokenizer.encode(
+      self.tokenizer.apply_chat_template(messages, add_generation_prompt=True), add_bos=self._add_bos
+    )
 
   def _row_text(self, tokens: np.ndarray, mask: np.ndarray, require_eos: bool) -> str | None:
     ids = content_ids(tokens, mask, self.tokenizer.eos_ids)
@@ -208,8 +236,8 @@ class TextDomain:
       if isinstance(parsed, str):
         continue
       task, ids, spec[b] = parsed
-      prompt_ids[b, self.agent_prompt_len - len(ids):] = ids
-      prompt_mask[b, self.agent_prompt_len - len(ids):] = 1
+      prompt_ids[b, self.agent_prompt_len - len(ids) :] = ids
+      prompt_mask[b, self.agent_prompt_len - len(ids) :] = 1
       difficulty[b], valid[b] = task.difficulty, True
     return dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, spec=spec, difficulty=difficulty, valid=valid)
 
@@ -223,8 +251,9 @@ class TextDomain:
       return 0.0
     return float(np.clip(value, 0.0, 1.0)) if np.isfinite(value) else 0.0
 
-  def verify_host(self, spec: np.ndarray, valid: np.ndarray, response: np.ndarray,
-                  response_mask: np.ndarray) -> np.ndarray:
+  def verify_host(
+    self, spec: np.ndarray, valid: np.ndarray, response: np.ndarray, response_mask: np.ndarray
+  ) -> np.ndarray:
     """Host verifier: R_agent [B] float32."""
     out = np.zeros((spec.shape[0],), np.float32)
     for b in range(spec.shape[0]):
@@ -254,9 +283,16 @@ class TextDomain:
       tenths = jnp.clip(jnp.round(p_hat * jnp.float32(10)), 0, 10)
       rate = jnp.where(p_hat >= 0, tenths, _UNKNOWN_RATE).astype(jnp.int32)  # NaN >= 0 is False
     return aj.pack_left_padded(
-      [aj.const(head), (env_ids, length), aj.const(middle), (jnp.asarray(self._rate_ids)[rate],
-                                                              jnp.asarray(self._rate_lens)[rate]),
-       aj.const(tail)], self.env_prompt_len, self.tokenizer.pad_id)
+      [
+        aj.const(head),
+        (env_ids, length),
+        aj.const(middle),
+        (jnp.asarray(self._rate_ids)[rate], jnp.asarray(self._rate_lens)[rate]),
+        aj.const(tail),
+      ],
+      self.env_prompt_len,
+      self.tokenizer.pad_id,
+    )
 
   # -- seed and held-out pools -----------------------------------------------------------------------------------------
 
@@ -265,7 +301,7 @@ class TextDomain:
     ids = np.full((len(rows), width), eos, np.int32)
     mask = np.zeros((len(rows), width), np.int32)
     for b, row in enumerate(rows):
-      ids[b, :len(row)], mask[b, :len(row) + 1] = row, 1  # the content, then one EOS under mask 1
+      ids[b, : len(row)], mask[b, : len(row) + 1] = row, 1  # the content, then one EOS under mask 1
     return ids, mask
 
   def _build_pools(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -304,21 +340,23 @@ class TextDomain:
       kept.append((text, env, answer))
     self.dropped = dict(dropped)
     if len(kept) < self.num_heldout + max(self.num_seeds, 1):
-      raise ValueError(f"{self.name}: only {len(kept)} of {len(texts)} training tasks fit (dropped: {self.dropped}); "
-                       f"need num_heldout={self.num_heldout} + num_seeds={self.num_seeds or 1}. Raise the lengths "
-                       "(env_output_len, agent_prompt_len, agent_answer_len, spec_len) or lower the counts")
+      raise ValueError(
+        f"{self.name}: only {len(kept)} of {len(texts)} training tasks fit (dropped: {self.dropped}); "
+        f"need num_heldout={self.num_heldout} + num_seeds={self.num_seeds or 1}. Raise the lengths "
+        "(env_output_len, agent_prompt_len, agent_answer_len, spec_len) or lower the counts"
+      )
 
     def arrays(rows: list[tuple[str, list[int], str]]) -> dict[str, np.ndarray]:
       env_ids, env_mask = self._right_padded([r[1] for r in rows], self.env_output_len)
       tasks = self.parse_env_output_host(env_ids, env_mask)
       if not tasks["valid"].all():
-        raise AssertionError(f"{self.name}: a kept task failed to re-parse from its tokens; the tokenizer does not "
-                             "round-trip its text")
-      answer_ids, answer_mask = self._right_padded([self.tokenizer.encode(r[2]) for r in rows],
-                                                   self.agent_answer_len)
+        raise AssertionError(
+          f"{self.name}: a kept task failed to re-parse from its tokens; the tokenizer does not round-trip its text"
+        )
+      answer_ids, answer_mask = self._right_padded([self.tokenizer.encode(r[2]) for r in rows], self.agent_answer_len)
       return dict(tasks, env_ids=env_ids, env_mask=env_mask, answer_ids=answer_ids, answer_mask=answer_mask)
 
-    return arrays(kept[self.num_heldout:]), arrays(kept[:self.num_heldout])
+    return arrays(kept[self.num_heldout :]), arrays(kept[: self.num_heldout])
 
   def _pool(self, which: int) -> dict[str, np.ndarray]:
     if self._pools is None:

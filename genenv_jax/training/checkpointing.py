@@ -59,11 +59,15 @@ def _type_handler_registry(min_replica_slice_bytes: int) -> Any:
   """orbax's default type handlers, the jax.Array one with `min_slice_bytes_for_replica_parallel` set."""
   default = ocp.type_handlers.get_type_handler(jax.Array)
   array_handler = ocp.type_handlers.ArrayHandler(
-      min_slice_bytes_for_replica_parallel=min_replica_slice_bytes,
-      array_metadata_store=getattr(default, "_array_metadata_store", None))
-  return ocp.type_handlers.create_type_handler_registry(*[
+    min_slice_bytes_for_replica_parallel=min_replica_slice_bytes,
+    array_metadata_store=getattr(default, "_array_metadata_store", None),
+  )
+  return ocp.type_handlers.create_type_handler_registry(
+    *[
       (ty, array_handler if ty is jax.Array else ocp.type_handlers.get_type_handler(ty))
-      for ty in ocp.type_handlers.supported_types()])
+      for ty in ocp.type_handlers.supported_types()
+    ]
+  )
 
 
 class _StateHandler(ocp.StandardCheckpointHandler):
@@ -76,8 +80,10 @@ class _StateHandler(ocp.StandardCheckpointHandler):
   def __init__(self, min_replica_slice_bytes: int = MIN_REPLICA_SLICE_BYTES):
     super().__init__()
     self._impl = ocp.PyTreeCheckpointHandler(
-        save_concurrent_gb=96, restore_concurrent_gb=96,
-        type_handler_registry=_type_handler_registry(min_replica_slice_bytes))
+      save_concurrent_gb=96,
+      restore_concurrent_gb=96,
+      type_handler_registry=_type_handler_registry(min_replica_slice_bytes),
+    )
 
 
 def _is_nnx_state(x: Any) -> bool:
@@ -131,8 +137,9 @@ class Checkpointer:
     ckpt.close()
   """
 
-  def __init__(self, directory: str | os.PathLike, *, save_every: int, max_to_keep: int | None = 3,
-               async_save: bool = True):
+  def __init__(
+    self, directory: str | os.PathLike, *, save_every: int, max_to_keep: int | None = 3, async_save: bool = True
+  ):
     """Opens (or creates) the checkpoint directory.
 
     Args:
@@ -148,8 +155,7 @@ class Checkpointer:
     text = os.fspath(directory)
     self.directory = text if "://" in text else os.path.abspath(text)
     self.save_every = int(save_every)
-    options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, enable_async_checkpointing=async_save,
-                                           create=True)
+    options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, enable_async_checkpointing=async_save, create=True)
     registry = ocp.handlers.DefaultCheckpointHandlerRegistry()
     state_handler = _StateHandler()
     registry.add(_STATE, ocp.args.StandardSave, state_handler)
@@ -173,8 +179,9 @@ class Checkpointer:
     if step in self.all_steps():
       logger.info("checkpoint for step %d already exists in %s; not saving again", step, self.directory)
       return False
-    args = ocp.args.Composite(**{_STATE: ocp.args.StandardSave(_to_savable(state)),
-                                 _METADATA: ocp.args.JsonSave(_check_json(metadata or {}))})
+    args = ocp.args.Composite(
+      **{_STATE: ocp.args.StandardSave(_to_savable(state)), _METADATA: ocp.args.JsonSave(_check_json(metadata or {}))}
+    )
     return bool(self._manager.save(step, args=args, force=True))
 
   def latest_step(self) -> int | None:
@@ -198,8 +205,10 @@ class Checkpointer:
     elif int(step) not in self.all_steps():
       raise FileNotFoundError(f"no checkpoint for step {step} in {self.directory}; saved steps: {self.all_steps()}")
     target = None if abstract_state is None else _to_savable(abstract_state)
-    restored = self._manager.restore(int(step), args=ocp.args.Composite(
-        **{_STATE: ocp.args.StandardRestore(target), _METADATA: ocp.args.JsonRestore()}))
+    restored = self._manager.restore(
+      int(step),
+      args=ocp.args.Composite(**{_STATE: ocp.args.StandardRestore(target), _METADATA: ocp.args.JsonRestore()}),
+    )
     state = restored[_STATE] if abstract_state is None else _from_savable(restored[_STATE], abstract_state)
     return state, dict(restored[_METADATA] or {})
 

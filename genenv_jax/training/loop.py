@@ -26,18 +26,23 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from genenv_jax.parallel import sharding as shd
 from genenv_jax.coevolution.build import Run, build
-from genenv_jax.training.checkpointing import Checkpointer, PreemptionGuard
 from genenv_jax.coevolution.step import CoevolutionState
-from genenv_jax.training.metrics import MetricsWriter, ProgressLine, is_remote_path
-from genenv_jax.rl import pools
+from genenv_jax.parallel import sharding as shd
 from genenv_jax.reporting.summary_report import phenomena
+from genenv_jax.rl import pools
+from genenv_jax.training.checkpointing import Checkpointer, PreemptionGuard
+from genenv_jax.training.metrics import MetricsWriter, ProgressLine, is_remote_path
 from genenv_jax.training.warm_start import sft_batches, supervised_warm_start
 
-SUMMARY_KEYS = {"p_hat_mean": "env/p_hat_mean", "band_frac": "env/band_frac", "invalid_frac": "env/invalid_frac",
-                "difficulty_mean": "env/difficulty_mean", "agent_reward": "agent/reward_mean",
-                "replay_p_hat_mean": "replay/p_hat_mean"}
+SUMMARY_KEYS = {
+  "p_hat_mean": "env/p_hat_mean",
+  "band_frac": "env/band_frac",
+  "invalid_frac": "env/invalid_frac",
+  "difficulty_mean": "env/difficulty_mean",
+  "agent_reward": "agent/reward_mean",
+  "replay_p_hat_mean": "replay/p_hat_mean",
+}
 PROGRESS_KEYS = ("agent/reward_mean", "env/p_hat_mean", "env/band_frac", "env/difficulty_mean")
 
 
@@ -50,11 +55,15 @@ def evaluate_heldout(run: Run, eval_fn, agent_params) -> dict[str, Any]:
   rewards, difficulty = shd.to_host((eval_fn(agent_params, run.heldout), run.heldout.difficulty), run.mesh)
   correct = rewards >= run.coevolution.settings.success_threshold
   by_difficulty = {str(int(d)): float(correct[difficulty == d].mean()) for d in np.unique(difficulty)}
-  return {"accuracy": float(correct.mean()), "by_difficulty": by_difficulty, "n": int(correct.size),
-          "correct": correct.astype(np.int8).ravel().tolist()}
+  return {
+    "accuracy": float(correct.mean()),
+    "by_difficulty": by_difficulty,
+    "n": int(correct.size),
+    "correct": correct.astype(np.int8).ravel().tolist(),
+  }
 
 
-# ---- warm start --------------------------------------------------------------------------------------------------------
+# ---- warm start ------------------------------------------------------------------------------------------------------
 
 
 def warm_start(run: Run, state: CoevolutionState, config: ml_collections.ConfigDict, log) -> CoevolutionState:
@@ -72,15 +81,34 @@ def warm_start(run: Run, state: CoevolutionState, config: ml_collections.ConfigD
     def report(i, loss):
       if (i + 1) % max(total // 4, 1) == 0 or i + 1 == total:
         log(f"warm start {name}: {i + 1}/{total} loss {loss:.3f}")
+
     return report
 
   with jax.set_mesh(run.mesh):
-    agent, _ = supervised_warm_start(co.agent_graphdef, state.agent, sft_batches(run.domain, "agent", config.seed),
-                                     w.agent_steps, w.batch_size, w.lr, config.seed, place,
-                                     progress("agent", w.agent_steps), local=local)
-    env, _ = supervised_warm_start(co.env_graphdef, state.env, sft_batches(run.domain, "env", config.seed + 1),
-                                   w.env_steps, w.batch_size, w.lr, config.seed + 1, place,
-                                   progress("env", w.env_steps), local=local)
+    agent, _ = supervised_warm_start(
+      co.agent_graphdef,
+      state.agent,
+      sft_batches(run.domain, "agent", config.seed),
+      w.agent_steps,
+      w.batch_size,
+      w.lr,
+      config.seed,
+      place,
+      progress("agent", w.agent_steps),
+      local=local,
+    )
+    env, _ = supervised_warm_start(
+      co.env_graphdef,
+      state.env,
+      sft_batches(run.domain, "env", config.seed + 1),
+      w.env_steps,
+      w.batch_size,
+      w.lr,
+      config.seed + 1,
+      place,
+      progress("env", w.env_steps),
+      local=local,
+    )
   copy = jax.jit(lambda t: jax.tree.map(jnp.copy, t))
   state = state.replace(agent=agent, agent_ref=copy(agent), env=env, env_ref=copy(env))
   return jax.tree.map(lambda x, s: jax.device_put(x, s), state, run.state_shardings)
@@ -99,8 +127,14 @@ def static_augmentation(run: Run, state: CoevolutionState, rounds: int) -> Coevo
     seeds, _, env_pool = pools.sample(state.env_pool, k_seed, s.num_seeds, step=state.step)
     seeds = {**seeds, "known": jnp.zeros_like(seeds["valid"])}
     _, out, tasks = co.generate_tasks(state.env, seeds, k_env)
-    rows = {"prompt_ids": tasks.prompt_ids, "prompt_mask": tasks.prompt_mask, "spec": tasks.spec,
-            "difficulty": tasks.difficulty, "env_ids": out.tokens, "env_mask": out.mask}
+    rows = {
+      "prompt_ids": tasks.prompt_ids,
+      "prompt_mask": tasks.prompt_mask,
+      "spec": tasks.spec,
+      "difficulty": tasks.difficulty,
+      "env_ids": out.tokens,
+      "env_mask": out.mask,
+    }
     train_pool = pools.insert(state.train_pool, rows, tasks.valid, state.step, keep_seeds=True)
     return state.replace(train_pool=train_pool, env_pool=env_pool, rng=jax.random.key_data(key))
 
@@ -111,7 +145,7 @@ def static_augmentation(run: Run, state: CoevolutionState, rounds: int) -> Coevo
   return state
 
 
-# ---- the loop ----------------------------------------------------------------------------------------------------------
+# ---- the loop --------------------------------------------------------------------------------------------------------
 
 
 def workdir_path(workdir: str, name: str) -> str:
@@ -131,13 +165,18 @@ class Summary:
     self.path = str(path)
     old = json.loads(self._read()) if resume_step is not None and self._exists() else {}
     keep = lambda rows: [r for r in rows if r["step"] <= (resume_step or 0)]  # noqa: E731
-    self.data = {"config": json.loads(config.to_json_best_effort()), "steps": keep(old.get("steps", [])),
-                 "evals": keep(old.get("evals", [])), "warm_start": old.get("warm_start", {}),
-                 "wall_time_s": old.get("wall_time_s", 0.0)}
+    self.data = {
+      "config": json.loads(config.to_json_best_effort()),
+      "steps": keep(old.get("steps", [])),
+      "evals": keep(old.get("evals", [])),
+      "warm_start": old.get("warm_start", {}),
+      "wall_time_s": old.get("wall_time_s", 0.0),
+    }
 
   def _exists(self) -> bool:
     if is_remote_path(self.path):
       import fsspec  # pylint: disable=import-outside-toplevel
+
       fs, root = fsspec.core.url_to_fs(self.path)
       return fs.exists(root)
     return os.path.exists(self.path)
@@ -145,6 +184,7 @@ class Summary:
   def _read(self) -> str:
     if is_remote_path(self.path):
       import fsspec  # pylint: disable=import-outside-toplevel
+
       with fsspec.open(self.path, "r") as f:
         return f.read()
     return pathlib.Path(self.path).read_text()
@@ -155,6 +195,7 @@ class Summary:
     text = json.dumps(self.data, indent=1)
     if is_remote_path(self.path):
       import fsspec  # pylint: disable=import-outside-toplevel
+
       with fsspec.open(self.path, "w") as f:
         f.write(text)
     else:
@@ -181,8 +222,10 @@ def _log_step(writer: MetricsWriter, run: Run, step: int, metrics: dict[str, np.
         writer.histogram(step, name, values)
   if "examples/env_tokens" in metrics:
     tok = run.tokenizer
-    rows = [f"env: {tok.decode(e)!r} | agent: {tok.decode(a)!r}"
-            for e, a in zip(metrics["examples/env_tokens"], metrics["examples/agent_tokens"])]
+    rows = [
+      f"env: {tok.decode(e)!r} | agent: {tok.decode(a)!r}"
+      for e, a in zip(metrics["examples/env_tokens"], metrics["examples/agent_tokens"])
+    ]
     writer.text(step, "examples/tasks_and_rollouts", "\n\n".join(rows))
 
 
@@ -194,8 +237,9 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
   if not is_remote_path(workdir):
     os.makedirs(workdir, exist_ok=True)
   run, state = build(config)
-  checkpointer = Checkpointer(workdir_path(workdir, "checkpoints"), save_every=config.checkpoint_every,
-                              max_to_keep=config.max_checkpoints)
+  checkpointer = Checkpointer(
+    workdir_path(workdir, "checkpoints"), save_every=config.checkpoint_every, max_to_keep=config.max_checkpoints
+  )
   latest = checkpointer.latest_step()
   summary = Summary(workdir_path(workdir, "summary.json"), config, latest)
   eval_fn = jax.jit(run.coevolution.evaluate)
@@ -221,8 +265,13 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
     with jax.set_mesh(run.mesh):
       result = evaluate_heldout(run, eval_fn, state.agent)
     summary.data["evals"].append({"step": step, **result})
-    writer.scalars(step, {"eval/accuracy": result["accuracy"],
-                          **{f"eval/accuracy_difficulty_{d}": a for d, a in result["by_difficulty"].items()}})
+    writer.scalars(
+      step,
+      {
+        "eval/accuracy": result["accuracy"],
+        **{f"eval/accuracy_difficulty_{d}": a for d, a in result["by_difficulty"].items()},
+      },
+    )
     log(f"eval at step {step}: held-out accuracy {result['accuracy']:.3f}")
 
   if start == 0 and not summary.data["evals"]:
@@ -238,8 +287,9 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
         host = _host_metrics(metrics, run.mesh)
         step_time = time.time() - t0
         _log_step(writer, run, step, host, step_time)
-        summary.data["steps"].append({"step": step, **{k: float(host[v]) for k, v in SUMMARY_KEYS.items()
-                                                        if v in host}})
+        summary.data["steps"].append(
+          {"step": step, **{k: float(host[v]) for k, v in SUMMARY_KEYS.items() if v in host}}
+        )
         progress.update(step, {k: float(host[k]) for k in PROGRESS_KEYS if k in host})
       if step % config.eval_every == 0 or step == config.total_steps:
         evaluate(step)

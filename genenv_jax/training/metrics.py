@@ -51,7 +51,7 @@ def is_remote_path(path: str | os.PathLike) -> bool:
 
 def _local_path(path: str | os.PathLike) -> str:
   text = os.fspath(path)
-  return text[len("file://"):] if text.startswith("file://") else text
+  return text[len("file://") :] if text.startswith("file://") else text
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -64,15 +64,18 @@ def _host_value(x: Any) -> Any:
   if isinstance(x, jax.Array):
     if not x.is_fully_addressable:
       if not x.is_fully_replicated:
-        raise ValueError(f"metric array of shape {x.shape} is sharded over several processes; replicate it in the "
-                         "step (or gather it with multihost_utils.process_allgather) before logging")
+        raise ValueError(
+          f"metric array of shape {x.shape} is sharded over several processes; replicate it in the "
+          "step (or gather it with multihost_utils.process_allgather) before logging"
+        )
       x = x.addressable_data(0)
     return np.asarray(jax.device_get(x))
   return x
 
 
-def flatten_metrics(metrics: Mapping[str, Any], prefix: str = "",
-                    sep: str = "/") -> tuple[dict[str, float], dict[str, np.ndarray]]:
+def flatten_metrics(
+  metrics: Mapping[str, Any], prefix: str = "", sep: str = "/"
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
   """Flattens a nested metric mapping into ({"a/b": float}, {"a/c": array}).
 
   Keys are joined with `sep` under `prefix`. Numbers, booleans and numeric arrays of size 1 become Python floats;
@@ -129,8 +132,14 @@ class MetricsWriter:
   Usage: `w = MetricsWriter(workdir + "/tb"); w.scalars(step, metrics); w.flush(); ...; w.close()`.
   """
 
-  def __init__(self, logdir: str | os.PathLike, *, local_dir: str | os.PathLike | None = None,
-               flush_secs: float = 30.0, enabled: bool | None = None):
+  def __init__(
+    self,
+    logdir: str | os.PathLike,
+    *,
+    local_dir: str | os.PathLike | None = None,
+    flush_secs: float = 30.0,
+    enabled: bool | None = None,
+  ):
     """Opens a new event file in `logdir` (created if needed).
 
     Args:
@@ -159,21 +168,30 @@ class MetricsWriter:
   def _open_remote(self) -> None:
     try:
       import fsspec  # pylint: disable=import-outside-toplevel
+
       self._remote_fs, self._remote_root = fsspec.core.url_to_fs(self.logdir)
       self._remote_fs.makedirs(self._remote_root, exist_ok=True)
     except (ImportError, ValueError, OSError) as e:
       self._remote_fs = None
-      logger.warning("MetricsWriter: cannot write to %s from Python (%s: %s). TensorBoard events are written to %s "
-                     "instead; upload them with `gcloud storage rsync -r %s %s` (or install gcsfs for gs://).",
-                     self.logdir, type(e).__name__, e, self.local_dir, self.local_dir, self.logdir)
+      logger.warning(
+        "MetricsWriter: cannot write to %s from Python (%s: %s). TensorBoard events are written to %s "
+        "instead; upload them with `gcloud storage rsync -r %s %s` (or install gcsfs for gs://).",
+        self.logdir,
+        type(e).__name__,
+        e,
+        self.local_dir,
+        self.local_dir,
+        self.logdir,
+      )
 
   def _add(self, step: int, summary: summary_pb2.Summary) -> None:
     if self._writer is None:
       raise RuntimeError("MetricsWriter is closed")
     self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary))
 
-  def scalars(self, step: int, metrics: Mapping[str, Any], *, prefix: str = "", histograms: bool = False,
-              bins: int = DEFAULT_BINS) -> None:
+  def scalars(
+    self, step: int, metrics: Mapping[str, Any], *, prefix: str = "", histograms: bool = False, bins: int = DEFAULT_BINS
+  ) -> None:
     """Logs every scalar of a nested metric mapping (see `flatten_metrics`) as one event at `step`.
 
     Non-scalar numeric arrays are logged as histograms when `histograms` is True, else dropped.
@@ -262,9 +280,17 @@ class ProgressLine:
   the output can be tested.
   """
 
-  def __init__(self, total_steps: int, *, every: int = 10, keys: Sequence[str] = (), start_step: int = 0,
-               stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic,
-               enabled: bool | None = None):
+  def __init__(
+    self,
+    total_steps: int,
+    *,
+    every: int = 10,
+    keys: Sequence[str] = (),
+    start_step: int = 0,
+    stream: TextIO | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    enabled: bool | None = None,
+  ):
     if total_steps < 1:
       raise ValueError(f"total_steps must be >= 1, got {total_steps}")
     if every < 1:
@@ -290,9 +316,12 @@ class ProgressLine:
     rate = (step - last_step) / dt if dt > 0 and step > last_step else float("nan")
     eta = (self.total_steps - step) / rate if rate > 0 else float("nan")
     self._last = (int(step), now)
-    parts = [f"step {step}/{self.total_steps} ({100.0 * step / self.total_steps:.1f}%)",
-             f"{rate:.3g} steps/s" if math.isfinite(rate) else "-- steps/s",
-             f"elapsed {format_duration(now - self._start_time)}", f"ETA {format_duration(eta)}"]
+    parts = [
+      f"step {step}/{self.total_steps} ({100.0 * step / self.total_steps:.1f}%)",
+      f"{rate:.3g} steps/s" if math.isfinite(rate) else "-- steps/s",
+      f"elapsed {format_duration(now - self._start_time)}",
+      f"ETA {format_duration(eta)}",
+    ]
     if metrics and self.keys:
       values, _ = flatten_metrics(metrics)
       parts += [f"{k} {values[k]:.4g}" for k in self.keys if k in values]
@@ -313,8 +342,14 @@ class ProgressLine:
 # Reading (tests and scripts).
 # ---------------------------------------------------------------------------------------------------------------------
 
-_KEEP_ALL = {event_accumulator.TENSORS: 0, event_accumulator.SCALARS: 0, event_accumulator.HISTOGRAMS: 0,
-             event_accumulator.COMPRESSED_HISTOGRAMS: 0, event_accumulator.IMAGES: 0, event_accumulator.AUDIO: 0}
+_KEEP_ALL = {
+  event_accumulator.TENSORS: 0,
+  event_accumulator.SCALARS: 0,
+  event_accumulator.HISTOGRAMS: 0,
+  event_accumulator.COMPRESSED_HISTOGRAMS: 0,
+  event_accumulator.IMAGES: 0,
+  event_accumulator.AUDIO: 0,
+}
 
 
 def _load(logdir: str | os.PathLike) -> event_accumulator.EventAccumulator:
@@ -334,8 +369,10 @@ def _plugin_tags(acc: event_accumulator.EventAccumulator, plugin: str) -> list[s
 
 
 def _tensors(acc: event_accumulator.EventAccumulator, plugin: str) -> dict[str, list[tuple[int, np.ndarray]]]:
-  return {tag: [(e.step, tensor_util.make_ndarray(e.tensor_proto)) for e in acc.Tensors(tag)]
-          for tag in _plugin_tags(acc, plugin)}
+  return {
+    tag: [(e.step, tensor_util.make_ndarray(e.tensor_proto)) for e in acc.Tensors(tag)]
+    for tag in _plugin_tags(acc, plugin)
+  }
 
 
 def read_tags(logdir: str | os.PathLike) -> dict[str, list[str]]:

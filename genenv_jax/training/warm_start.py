@@ -15,9 +15,9 @@ import numpy as np
 import optax
 from flax import nnx
 
-from genenv_jax.tasks.base import Domain
 from genenv_jax.rl.logprobs import response_logprobs
 from genenv_jax.rl.updates import gradient_step
+from genenv_jax.tasks.base import Domain
 
 
 def nearby_difficulty_partners(difficulty: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -34,22 +34,31 @@ def sft_batches(domain: Domain, which: str, seed: int) -> dict[str, np.ndarray]:
   """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask)."""
   seeds = domain.seed_tasks()
   if which == "agent":
-    return {"prompt_ids": seeds["prompt_ids"], "prompt_mask": seeds["prompt_mask"], "target": seeds["answer_ids"],
-            "target_mask": seeds["answer_mask"]}
+    return {
+      "prompt_ids": seeds["prompt_ids"],
+      "prompt_mask": seeds["prompt_mask"],
+      "target": seeds["answer_ids"],
+      "target_mask": seeds["answer_mask"],
+    }
   partners = nearby_difficulty_partners(seeds["difficulty"], np.random.default_rng(seed))
   rows = {k: jnp.asarray(v) for k, v in seeds.items()}
   stats = {"p_hat": -jnp.ones(len(partners), jnp.float32)}  # negative = unknown success rate
   prompt_ids, prompt_mask = jax.jit(domain.env_prompt)(rows, stats)
-  return {"prompt_ids": np.asarray(prompt_ids), "prompt_mask": np.asarray(prompt_mask),
-          "target": seeds["env_ids"][partners], "target_mask": seeds["env_mask"][partners]}
+  return {
+    "prompt_ids": np.asarray(prompt_ids),
+    "prompt_mask": np.asarray(prompt_mask),
+    "target": seeds["env_ids"][partners],
+    "target_mask": seeds["env_mask"][partners],
+  }
 
 
 def make_sft_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation) -> Callable:
   """A jitted (params, opt_state, batch) -> (params, opt_state, loss) supervised step."""
 
   def loss_fn(params, b):
-    logp, _ = response_logprobs(nnx.merge(graphdef, params), b["prompt_ids"], b["prompt_mask"], b["target"],
-                                b["target_mask"])
+    logp, _ = response_logprobs(
+      nnx.merge(graphdef, params), b["prompt_ids"], b["prompt_mask"], b["target"], b["target_mask"]
+    )
     mask = b["target_mask"].astype(jnp.float32)
     return -(logp * mask).sum(), mask.sum(), {}
 
@@ -60,10 +69,18 @@ def make_sft_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformatio
   return jax.jit(step, donate_argnums=(0, 1))
 
 
-def supervised_warm_start(graphdef: nnx.GraphDef, params: nnx.State, data: dict[str, np.ndarray], steps: int,
-                          batch_size: int, lr: float, seed: int, place: Callable = jnp.asarray,
-                          on_progress: Callable[[int, float], None] | None = None,
-                          local: slice = slice(None)) -> tuple[nnx.State, list[float]]:
+def supervised_warm_start(
+  graphdef: nnx.GraphDef,
+  params: nnx.State,
+  data: dict[str, np.ndarray],
+  steps: int,
+  batch_size: int,
+  lr: float,
+  seed: int,
+  place: Callable = jnp.asarray,
+  on_progress: Callable[[int, float], None] | None = None,
+  local: slice = slice(None),
+) -> tuple[nnx.State, list[float]]:
   """`steps` AdamW steps on random mini-batches of `data`; returns the new params and the loss curve.
 
   Multi-process: every process draws the same global row indices (same `seed`), gathers only its own `local` slice

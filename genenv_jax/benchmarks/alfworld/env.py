@@ -28,8 +28,14 @@ from typing import Any, Sequence
 
 SPLITS = ("valid_unseen", "valid_seen", "valid_train")
 GAME_FILE = "game.tw-pddl"
-TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
-              "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
+TASK_TYPES = (
+  "pick_and_place_simple",
+  "look_at_obj_in_light",
+  "pick_clean_then_place_in_recep",
+  "pick_heat_then_place_in_recep",
+  "pick_cool_then_place_in_recep",
+  "pick_two_obj_and_place",
+)
 INSTALL_HINT = "pip install -e .[alfworld]"
 _TASK_LINE = re.compile(r"^\s*your task is to\s*:\s*(.*?)\s*$", re.IGNORECASE | re.MULTILINE)
 _WELCOME = re.compile(r"^\s*-=\s*welcome to textworld, alfred!\s*=-\s*", re.IGNORECASE)
@@ -41,13 +47,15 @@ def import_textworld() -> tuple[Any, Any, Any]:
     import textworld  # pylint: disable=import-outside-toplevel
     from textworld.gym.envs import TextworldBatchGymEnv  # pylint: disable=import-outside-toplevel
   except ImportError as err:
-    raise ImportError(f"ALFWorld games need textworld[pddl]==1.7.0, which is not installed ({err}); run "
-                      f"`{INSTALL_HINT}`") from err
+    raise ImportError(
+      f"ALFWorld games need textworld[pddl]==1.7.0, which is not installed ({err}); run `{INSTALL_HINT}`"
+    ) from err
   try:
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler  # pylint: disable=import-outside-toplevel
   except ImportError as err:
-    raise ImportError(f"ALFWorld games need alfworld==0.4.2, which is not installed ({err}); run "
-                      f"`{INSTALL_HINT}`") from err
+    raise ImportError(
+      f"ALFWorld games need alfworld==0.4.2, which is not installed ({err}); run `{INSTALL_HINT}`"
+    ) from err
   return textworld, TextworldBatchGymEnv, AlfredDemangler
 
 
@@ -58,8 +66,9 @@ def alfworld_root(data_dir: str | pathlib.Path) -> pathlib.Path:
     return root / "alfworld"
   if any((root / split).is_dir() for split in SPLITS):
     return root
-  raise FileNotFoundError(f"ALFWorld data not found: neither {root / 'alfworld'} nor split folders "
-                          f"{', '.join(SPLITS)} under {root}")
+  raise FileNotFoundError(
+    f"ALFWorld data not found: neither {root / 'alfworld'} nor split folders {', '.join(SPLITS)} under {root}"
+  )
 
 
 def check_split(split: str) -> str:
@@ -114,7 +123,7 @@ def split_intro(observation: str) -> tuple[str, str]:
   match = _TASK_LINE.search(text)
   if match is None:
     return text.strip(), ""
-  room = (text[:match.start()] + text[match.end():]).strip()
+  room = (text[: match.start()] + text[match.end() :]).strip()
   return room, match.group(1).strip()
 
 
@@ -141,8 +150,7 @@ class AlfworldGame:
     self.walkthrough = read_walkthrough(self.path)
     textworld, batch_env_cls, demangler_cls = import_textworld()
     infos = textworld.EnvInfos(feedback=True, admissible_commands=True, won=True, extras=["walkthrough"])
-    self._env = batch_env_cls([str(self.path)], infos, batch_size=1, asynchronous=False,
-                              wrappers=[demangler_cls()])
+    self._env = batch_env_cls([str(self.path)], infos, batch_size=1, asynchronous=False, wrappers=[demangler_cls()])
     self._started = False
     self.task = ""
 
@@ -212,5 +220,11 @@ def replay_walkthrough(game_path: str | pathlib.Path) -> Replay:
       actions.append(action)
       state = game.step(action)
       observations.append(state.observation)
-    return Replay(game=game.name, task=game.task, actions=tuple(actions), observations=tuple(observations),
-                  admissible=tuple(admissible), won=state.won)
+    return Replay(
+      game=game.name,
+      task=game.task,
+      actions=tuple(actions),
+      observations=tuple(observations),
+      admissible=tuple(admissible),
+      won=state.won,
+    )

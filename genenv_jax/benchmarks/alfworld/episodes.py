@@ -23,8 +23,13 @@ from typing import Callable, Sequence
 
 from genenv_jax.benchmarks.alfworld import env as alfworld_env
 from genenv_jax.benchmarks.alfworld import steps as alfworld_steps
-from genenv_jax.benchmarks.alfworld.prompt import (build_messages, extract_action, oracle_reply, prompt_step_index,
-                                                prompt_task_and_room)
+from genenv_jax.benchmarks.alfworld.prompt import (
+  build_messages,
+  extract_action,
+  oracle_reply,
+  prompt_step_index,
+  prompt_task_and_room,
+)
 from genenv_jax.tasks.benchmark import Message
 
 Policy = Callable[[Sequence[Sequence[Message]]], Sequence[str]]
@@ -63,8 +68,12 @@ class EpisodeReport:
 
   def summary(self) -> dict[str, float]:
     """success_rate, mean_steps and n overall and per task type (`<task_type>/success_rate`, ...)."""
-    metrics = {"success_rate": self.success_rate, "mean_steps": self.mean_steps, "n": float(len(self.episodes)),
-               "max_steps": float(self.max_steps)}
+    metrics = {
+      "success_rate": self.success_rate,
+      "mean_steps": self.mean_steps,
+      "n": float(len(self.episodes)),
+      "max_steps": float(self.max_steps),
+    }
     for kind in sorted({e.task_type for e in self.episodes}):
       chosen = [e for e in self.episodes if e.task_type == kind]
       metrics[f"{kind}/success_rate"] = sum(e.won for e in chosen) / len(chosen)
@@ -83,22 +92,28 @@ class _Episode:
 
   def messages(self, history_window: int | None) -> tuple[Message, ...]:
     observation = self.history[-1][1] if self.history else self.room
-    return build_messages(self.game.task, self.room, self.history, observation, self.state.admissible,
-                          history_window)
+    return build_messages(self.game.task, self.room, self.history, observation, self.state.admissible, history_window)
 
   def result(self) -> EpisodeResult:
-    return EpisodeResult(game=self.game.name, game_path=str(self.game.path),
-                         task_type=alfworld_env.task_type(self.game.path), task=self.game.task, won=self.state.won,
-                         steps=len(self.history), actions=tuple(a for a, _ in self.history),
-                         observations=tuple(o for _, o in self.history))
+    return EpisodeResult(
+      game=self.game.name,
+      game_path=str(self.game.path),
+      task_type=alfworld_env.task_type(self.game.path),
+      task=self.game.task,
+      won=self.state.won,
+      steps=len(self.history),
+      actions=tuple(a for a, _ in self.history),
+      observations=tuple(o for _, o in self.history),
+    )
 
 
 def _as_text(output: object) -> str:
   return output if isinstance(output, str) else ""
 
 
-def _run_chunk(policy: Policy, paths: Sequence[pathlib.Path], max_steps: int,
-               history_window: int | None) -> list[EpisodeResult]:
+def _run_chunk(
+  policy: Policy, paths: Sequence[pathlib.Path], max_steps: int, history_window: int | None
+) -> list[EpisodeResult]:
   episodes: list[_Episode] = []
   try:
     for path in paths:
@@ -124,8 +139,13 @@ def _run_chunk(policy: Policy, paths: Sequence[pathlib.Path], max_steps: int,
       episode.game.close()
 
 
-def run_episodes(policy: Policy, game_paths: Sequence[str | pathlib.Path], max_steps: int = DEFAULT_MAX_STEPS,
-                 batch_size: int | None = 16, history_window: int | None = None) -> EpisodeReport:
+def run_episodes(
+  policy: Policy,
+  game_paths: Sequence[str | pathlib.Path],
+  max_steps: int = DEFAULT_MAX_STEPS,
+  batch_size: int | None = 16,
+  history_window: int | None = None,
+) -> EpisodeReport:
   """Plays every game with `policy` for at most `max_steps` actions; see the module docstring for the rule.
 
   `batch_size` games are open at once (None: all); `history_window` limits the history pairs in each prompt.
@@ -140,7 +160,7 @@ def run_episodes(policy: Policy, game_paths: Sequence[str | pathlib.Path], max_s
   start = time.perf_counter()
   results: list[EpisodeResult] = []
   for i in range(0, len(paths), max(chunk, 1)):
-    results += _run_chunk(policy, paths[i:i + chunk], max_steps, history_window)
+    results += _run_chunk(policy, paths[i : i + chunk], max_steps, history_window)
   return EpisodeReport(episodes=tuple(results), max_steps=max_steps, seconds=time.perf_counter() - start)
 
 
@@ -149,8 +169,7 @@ def null_policy(batch: Sequence[Sequence[Message]]) -> list[str]:
   return ["" for _ in batch]
 
 
-def walkthrough_policy(game_paths: Sequence[str | pathlib.Path],
-                       cache_dir: str | pathlib.Path | None = None) -> Policy:
+def walkthrough_policy(game_paths: Sequence[str | pathlib.Path], cache_dir: str | pathlib.Path | None = None) -> Policy:
   """An oracle for `run_episodes`: replies with walkthrough[t] of the prompt's game at step t.
 
   The game is recognised by the (task, room description) of the prompt, read from its cached walkthrough replay
@@ -164,8 +183,10 @@ def walkthrough_policy(game_paths: Sequence[str | pathlib.Path],
     room, task = alfworld_env.split_intro(replay.observations[0])
     key = (replay.task or task, room)
     if key in plans:
-      raise ValueError(f"games {plans[key][0]} and {path} share task and room description; the walkthrough "
-                       "oracle cannot tell them apart")
+      raise ValueError(
+        f"games {plans[key][0]} and {path} share task and room description; the walkthrough "
+        "oracle cannot tell them apart"
+      )
     plans[key] = (str(path), replay.actions)
 
   def policy(batch: Sequence[Sequence[Message]]) -> list[str]:

@@ -24,33 +24,96 @@ import dataclasses
 import pathlib
 from typing import Sequence
 
-from genenv_jax.benchmarks.alfworld.env import (SPLITS, TASK_TYPES, AlfworldGame, GameState, Replay, check_split,
-                                             game_name, list_games, read_walkthrough, replay_walkthrough,
-                                             split_intro, task_type)
-from genenv_jax.benchmarks.alfworld.episodes import (DEFAULT_MAX_STEPS, EpisodeReport, EpisodeResult, Policy,
-                                                  null_policy, run_episodes, walkthrough_policy)
-from genenv_jax.benchmarks.alfworld.prompt import (SYSTEM_PROMPT, build_messages, extract_action, normalize_action,
-                                                oracle_reply)
-from genenv_jax.benchmarks.alfworld.steps import (StepRecord, default_cache_dir, load_replay, load_step_records,
-                                               select_games)
+from genenv_jax.benchmarks.alfworld.env import (
+  SPLITS,
+  TASK_TYPES,
+  AlfworldGame,
+  GameState,
+  Replay,
+  check_split,
+  game_name,
+  list_games,
+  read_walkthrough,
+  replay_walkthrough,
+  split_intro,
+  task_type,
+)
+from genenv_jax.benchmarks.alfworld.episodes import (
+  DEFAULT_MAX_STEPS,
+  EpisodeReport,
+  EpisodeResult,
+  Policy,
+  null_policy,
+  run_episodes,
+  walkthrough_policy,
+)
+from genenv_jax.benchmarks.alfworld.prompt import (
+  SYSTEM_PROMPT,
+  build_messages,
+  extract_action,
+  normalize_action,
+  oracle_reply,
+)
+from genenv_jax.benchmarks.alfworld.steps import (
+  StepRecord,
+  default_cache_dir,
+  load_replay,
+  load_step_records,
+  select_games,
+)
 from genenv_jax.tasks.benchmark import EvalItem, ItemResult
 
 __all__ = [
-    "SPLITS", "TASK_TYPES", "AlfworldGame", "GameState", "Replay", "check_split", "game_name", "list_games",
-    "read_walkthrough", "replay_walkthrough", "split_intro", "task_type", "DEFAULT_MAX_STEPS", "EpisodeReport",
-    "EpisodeResult", "Policy", "null_policy", "run_episodes", "walkthrough_policy", "SYSTEM_PROMPT",
-    "build_messages", "extract_action", "normalize_action", "oracle_reply", "StepRecord", "default_cache_dir",
-    "load_replay", "load_step_records", "select_games", "AlfworldStepBenchmark", "record_to_item", "split_of", "NOTE",
+  "SPLITS",
+  "TASK_TYPES",
+  "AlfworldGame",
+  "GameState",
+  "Replay",
+  "check_split",
+  "game_name",
+  "list_games",
+  "read_walkthrough",
+  "replay_walkthrough",
+  "split_intro",
+  "task_type",
+  "DEFAULT_MAX_STEPS",
+  "EpisodeReport",
+  "EpisodeResult",
+  "Policy",
+  "null_policy",
+  "run_episodes",
+  "walkthrough_policy",
+  "SYSTEM_PROMPT",
+  "build_messages",
+  "extract_action",
+  "normalize_action",
+  "oracle_reply",
+  "StepRecord",
+  "default_cache_dir",
+  "load_replay",
+  "load_step_records",
+  "select_games",
+  "AlfworldStepBenchmark",
+  "record_to_item",
+  "split_of",
+  "NOTE",
 ]
 
-NOTE = ("ALFWorld step accuracy is teacher-forced next-action match against the expert walkthrough; GenEnv reports "
-        "episodic success within 50 steps (run_episodes), so the step numbers are not comparable to the paper's.")
+NOTE = (
+  "ALFWorld step accuracy is teacher-forced next-action match against the expert walkthrough; GenEnv reports "
+  "episodic success within 50 steps (run_episodes), so the step numbers are not comparable to the paper's."
+)
 
 
 def record_to_item(record: StepRecord, history_window: int | None = None) -> EvalItem:
   """The benchmark item of one step record."""
-  gold = {"action": record.gold, "admissible": list(record.admissible), "game": record.game, "step": record.step,
-          "task_type": record.task_type}
+  gold = {
+    "action": record.gold,
+    "admissible": list(record.admissible),
+    "game": record.game,
+    "step": record.step,
+    "task_type": record.task_type,
+  }
   return EvalItem(id=record.id, split=record.split, messages=record.messages(history_window), gold=gold)
 
 

@@ -30,8 +30,8 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
-from genenv_jax.benchmarks.alfworld.evaluator import AlfworldStepBenchmark
 from genenv_jax.benchmarks.alfworld.env import game_name, list_games
+from genenv_jax.benchmarks.alfworld.evaluator import AlfworldStepBenchmark
 from genenv_jax.benchmarks.alfworld.prompt import build_messages, normalize_action, oracle_reply
 from genenv_jax.benchmarks.alfworld.steps import StepRecord, load_step_records
 from genenv_jax.tasks.benchmark import EvalItem
@@ -50,10 +50,13 @@ def _one_line(text: str) -> str:
 def write_task(record: StepRecord) -> str:
   """A step record as an env text (its last MAX_HISTORY earlier steps shown)."""
   lines = [f"Task: {_one_line(record.task)}", f"Room: {_one_line(record.room)}"]
-  for action, observation in record.history[max(len(record.history) - MAX_HISTORY, 0):]:
+  for action, observation in record.history[max(len(record.history) - MAX_HISTORY, 0) :]:
     lines.append(f"Before: {_one_line(action)} => {_one_line(observation)}")
-  lines += [f"Observation: {_one_line(record.observation)}",
-            "Admissible: " + " | ".join(_one_line(a) for a in record.admissible), f"Action: {_one_line(record.gold)}"]
+  lines += [
+    f"Observation: {_one_line(record.observation)}",
+    "Admissible: " + " | ".join(_one_line(a) for a in record.admissible),
+    f"Action: {_one_line(record.gold)}",
+  ]
   return "\n".join(lines)
 
 
@@ -69,7 +72,7 @@ def seed_games(data_dir: pathlib.Path, num_games: int) -> list[str]:
 def _field(line: str, prefix: str) -> str | None:
   if not line.startswith(prefix):
     return None
-  value = line[len(prefix):].strip()
+  value = line[len(prefix) :].strip()
   return value or None
 
 
@@ -81,10 +84,11 @@ class AlfworldTasks:
   cache_dir: str | None = None
   name: str = "alfworld"
   env_instruction: str = (
-      "You write decision points of a household text game (ALFWorld) for an agent. Write the lines 'Task: ...', "
-      "'Room: ...', up to two lines 'Before: <earlier action> => <what was observed>', 'Observation: ...', "
-      "'Admissible: <command> | <command> | ...' and 'Action: <the best next command, one of the admissible ones>'. "
-      "Nothing else.")
+    "You write decision points of a household text game (ALFWorld) for an agent. Write the lines 'Task: ...', "
+    "'Room: ...', up to two lines 'Before: <earlier action> => <what was observed>', 'Observation: ...', "
+    "'Admissible: <command> | <command> | ...' and 'Action: <the best next command, one of the admissible ones>'. "
+    "Nothing else."
+  )
 
   def seed_texts(self, data_dir: pathlib.Path) -> list[str]:
     records = load_step_records(data_dir, SEED_SPLIT, self.cache_dir, seed_games(data_dir, self.num_games))

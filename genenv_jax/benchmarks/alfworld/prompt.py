@@ -24,21 +24,24 @@ from typing import Sequence
 from genenv_jax.tasks.benchmark import Message
 
 SYSTEM_PROMPT = (
-    "You are an agent in a household, played as a text game (ALFWorld). Each turn you see your task, what has "
-    "happened so far, the current observation and the list of admissible actions. Think briefly, then choose exactly "
-    "one admissible action, copied exactly as listed. Reply in two lines:\n"
-    "Thought: <your reasoning>\n"
-    "Action: <one admissible action>")
+  "You are an agent in a household, played as a text game (ALFWorld). Each turn you see your task, what has "
+  "happened so far, the current observation and the list of admissible actions. Think briefly, then choose exactly "
+  "one admissible action, copied exactly as listed. Reply in two lines:\n"
+  "Thought: <your reasoning>\n"
+  "Action: <one admissible action>"
+)
 REPLY_INSTRUCTION = 'Reply with "Thought: ..." and then "Action: <one admissible action>".'
-_ACTION_LINE = re.compile(r"^[ \t*_#>-]*action[ \t]*[*_]*[ \t]*[:：][ \t]*[*_]*[ \t]*(.*?)[ \t]*$",
-                          re.IGNORECASE | re.MULTILINE)
+_ACTION_LINE = re.compile(
+  r"^[ \t*_#>-]*action[ \t]*[*_]*[ \t]*[:：][ \t]*[*_]*[ \t]*(.*?)[ \t]*$", re.IGNORECASE | re.MULTILINE
+)
 _PROMPT_LINE = re.compile(r"^[ \t]*>[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 _HISTORY_HEADER = "History (each `> action` is followed by what you observed), oldest first"
 _HISTORY_END = "\nCurrent observation:\n"
 _STRIP_CHARS = "\"'`*_ \t"
 _WINDOW_NOTE = re.compile(r"\(last \d+ of (\d+) steps\):")
-_TASK_AND_ROOM = re.compile(r"\AYour task is to: (.*?)\n\nObservation at the start:\n(.*?)\n\n(?:History|Current)",
-                            re.DOTALL)
+_TASK_AND_ROOM = re.compile(
+  r"\AYour task is to: (.*?)\n\nObservation at the start:\n(.*?)\n\n(?:History|Current)", re.DOTALL
+)
 
 
 def normalize_action(text: str) -> str:
@@ -57,7 +60,7 @@ def extract_action(output: object) -> str:
     return ""
   match = _ACTION_LINE.search(output)
   if match is not None and not match.group(1).strip(_STRIP_CHARS):
-    rest = [line for line in output[match.end():].splitlines() if line.strip()]
+    rest = [line for line in output[match.end() :].splitlines() if line.strip()]
     return normalize_action(rest[0]) if rest else ""  # "Action:" alone on its line: the action is the next line
   if match is None:
     match = _PROMPT_LINE.search(output)
@@ -67,12 +70,18 @@ def extract_action(output: object) -> str:
   return normalize_action(first)
 
 
-def format_user_prompt(task: str, room: str, history: Sequence[tuple[str, str]], observation: str,
-                       admissible: Sequence[str], history_window: int | None = None) -> str:
+def format_user_prompt(
+  task: str,
+  room: str,
+  history: Sequence[tuple[str, str]],
+  observation: str,
+  admissible: Sequence[str],
+  history_window: int | None = None,
+) -> str:
   """The user turn described in the module docstring; `history_window` keeps only the last that many pairs."""
   if history_window is not None and history_window < 0:
     raise ValueError(f"history_window must be >= 0 or None, got {history_window}")
-  shown = list(history) if history_window is None else list(history)[max(len(history) - history_window, 0):]
+  shown = list(history) if history_window is None else list(history)[max(len(history) - history_window, 0) :]
   parts = [f"Your task is to: {task}", f"Observation at the start:\n{room}"]
   if history:
     header = _HISTORY_HEADER
@@ -86,8 +95,14 @@ def format_user_prompt(task: str, room: str, history: Sequence[tuple[str, str]],
   return "\n\n".join(parts)
 
 
-def build_messages(task: str, room: str, history: Sequence[tuple[str, str]], observation: str,
-                   admissible: Sequence[str], history_window: int | None = None) -> tuple[Message, ...]:
+def build_messages(
+  task: str,
+  room: str,
+  history: Sequence[tuple[str, str]],
+  observation: str,
+  admissible: Sequence[str],
+  history_window: int | None = None,
+) -> tuple[Message, ...]:
   """(system, user) chat messages for one decision."""
   user = format_user_prompt(task, room, history, observation, admissible, history_window)
   return ({"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user})
@@ -104,7 +119,7 @@ def prompt_history_actions(messages: Sequence[Message]) -> list[str]:
   if start < 0:
     return []
   end = user.find(_HISTORY_END, start)
-  return _PROMPT_LINE.findall(user[start:end if end >= 0 else len(user)])
+  return _PROMPT_LINE.findall(user[start : end if end >= 0 else len(user)])
 
 
 def prompt_step_index(messages: Sequence[Message]) -> int:

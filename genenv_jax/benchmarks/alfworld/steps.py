@@ -91,24 +91,36 @@ def cache_file(game_path: str | pathlib.Path, cache_dir: str | pathlib.Path, key
 
 
 def _replay_to_json(replay: alfworld_env.Replay) -> dict[str, Any]:
-  return {"game": replay.game, "task": replay.task, "actions": list(replay.actions),
-          "observations": list(replay.observations), "admissible": [list(a) for a in replay.admissible],
-          "won": replay.won}
+  return {
+    "game": replay.game,
+    "task": replay.task,
+    "actions": list(replay.actions),
+    "observations": list(replay.observations),
+    "admissible": [list(a) for a in replay.admissible],
+    "won": replay.won,
+  }
 
 
 def _replay_from_json(data: dict[str, Any]) -> alfworld_env.Replay:
-  replay = alfworld_env.Replay(game=str(data["game"]), task=str(data["task"]),
-                               actions=tuple(str(a) for a in data["actions"]),
-                               observations=tuple(str(o) for o in data["observations"]),
-                               admissible=tuple(tuple(str(c) for c in cs) for cs in data["admissible"]),
-                               won=bool(data["won"]))
+  replay = alfworld_env.Replay(
+    game=str(data["game"]),
+    task=str(data["task"]),
+    actions=tuple(str(a) for a in data["actions"]),
+    observations=tuple(str(o) for o in data["observations"]),
+    admissible=tuple(tuple(str(c) for c in cs) for cs in data["admissible"]),
+    won=bool(data["won"]),
+  )
   if len(replay.observations) != len(replay.actions) + 1 or len(replay.admissible) != len(replay.actions):
     raise ValueError("inconsistent lengths of actions, observations and admissible lists")
   return replay
 
 
-def load_replay(game_path: str | pathlib.Path, cache_dir: str | pathlib.Path | None = None,
-                use_cache: bool = True, refresh: bool = False) -> alfworld_env.Replay:
+def load_replay(
+  game_path: str | pathlib.Path,
+  cache_dir: str | pathlib.Path | None = None,
+  use_cache: bool = True,
+  refresh: bool = False,
+) -> alfworld_env.Replay:
   """The walkthrough replay of one game: from the cache when a valid entry exists, else played and then cached.
 
   `use_cache=False` neither reads nor writes the cache; `refresh=True` always plays the game and rewrites the entry.
@@ -146,17 +158,28 @@ def records_from_replay(replay: alfworld_env.Replay, split: str, game_path: str 
   task = replay.task or intro_task
   records = []
   for k, gold in enumerate(replay.actions):
-    history = tuple(zip(replay.actions[:k], replay.observations[1:k + 1]))
+    history = tuple(zip(replay.actions[:k], replay.observations[1 : k + 1]))
     observation = replay.observations[k] if k > 0 else room
-    records.append(StepRecord(id=f"{split}/{replay.game}/step-{k}", split=split, game=replay.game,
-                              game_path=str(game_path), task_type=alfworld_env.task_type(game_path), step=k,
-                              task=task, room=room, history=history, observation=observation,
-                              admissible=replay.admissible[k], gold=gold))
+    records.append(
+      StepRecord(
+        id=f"{split}/{replay.game}/step-{k}",
+        split=split,
+        game=replay.game,
+        game_path=str(game_path),
+        task_type=alfworld_env.task_type(game_path),
+        step=k,
+        task=task,
+        room=room,
+        history=history,
+        observation=observation,
+        admissible=replay.admissible[k],
+        gold=gold,
+      )
+    )
   return records
 
 
-def select_games(data_dir: str | pathlib.Path, split: str,
-                 games: Sequence[str] | None = None) -> list[pathlib.Path]:
+def select_games(data_dir: str | pathlib.Path, split: str, games: Sequence[str] | None = None) -> list[pathlib.Path]:
   """The game files of a split, all of them or those named `<task>/<trial>` in `games` (in that order).
 
   Raises ValueError naming any requested game that the split lacks.
@@ -171,8 +194,13 @@ def select_games(data_dir: str | pathlib.Path, split: str,
   return [by_name[g] for g in games]
 
 
-def iter_step_records(data_dir: str | pathlib.Path, split: str, cache_dir: str | pathlib.Path | None = None,
-                      games: Sequence[str] | None = None, use_cache: bool = True) -> Iterator[StepRecord]:
+def iter_step_records(
+  data_dir: str | pathlib.Path,
+  split: str,
+  cache_dir: str | pathlib.Path | None = None,
+  games: Sequence[str] | None = None,
+  use_cache: bool = True,
+) -> Iterator[StepRecord]:
   """Step records of a split, game by game (so a consumer that stops early replays no further games)."""
   for path in select_games(data_dir, split, games):
     replay = load_replay(path, cache_dir, use_cache)
@@ -182,9 +210,14 @@ def iter_step_records(data_dir: str | pathlib.Path, split: str, cache_dir: str |
     yield from records_from_replay(replay, split, path)
 
 
-def load_step_records(data_dir: str | pathlib.Path, split: str, cache_dir: str | pathlib.Path | None = None,
-                      games: Sequence[str] | None = None, limit: int | None = None,
-                      use_cache: bool = True) -> list[StepRecord]:
+def load_step_records(
+  data_dir: str | pathlib.Path,
+  split: str,
+  cache_dir: str | pathlib.Path | None = None,
+  games: Sequence[str] | None = None,
+  limit: int | None = None,
+  use_cache: bool = True,
+) -> list[StepRecord]:
   """The first `limit` (all when None) step records of a split; see `iter_step_records`."""
   if limit is not None and limit < 0:
     raise ValueError(f"limit must be >= 0 or None, got {limit}")

@@ -36,13 +36,20 @@ import json
 import pathlib
 from typing import Any, Sequence
 
+from genenv_jax.benchmarks.parsing.tool_calls import (
+  ToolCall,
+  format_json_tool_calls,
+  parse_api_request,
+  parse_json_tool_calls,
+)
 from genenv_jax.tasks.benchmark import EvalItem, ItemResult, Message
-from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_json_tool_calls, parse_api_request, parse_json_tool_calls
 
 LEVELS = ("level-1", "level-2", "level-3")
 SEED_SOURCES = ("api_bank_lv3_train", "rlla_sft")
-SEED_FILES = {"api_bank_lv3_train": ("api_bank", "original_training", "lv3-api-train.json"),
-              "rlla_sft": ("tool_calling_seed", "rlla_sft.json")}
+SEED_FILES = {
+  "api_bank_lv3_train": ("api_bank", "original_training", "lv3-api-train.json"),
+  "rlla_sft": ("tool_calling_seed", "rlla_sft.json"),
+}
 SYNTAXES = ("api_request", "tool_call")
 
 
@@ -119,8 +126,11 @@ class ApiBankBenchmark:
       records = json.loads(path.read_text(encoding="utf-8"))
       for i, record in enumerate(records[:limit] if limit is not None else records):
         item_id = f"{level}-{i}"
-        if not isinstance(record, dict) or not isinstance(record.get("system"), str) \
-            or not isinstance(record.get("user"), str):
+        if (
+          not isinstance(record, dict)
+          or not isinstance(record.get("system"), str)
+          or not isinstance(record.get("user"), str)
+        ):
           raise ValueError(f"{path}: record {i} lacks string 'system'/'user' fields")
         messages = ({"role": "system", "content": record["system"]}, {"role": "user", "content": record["user"]})
         items.append(EvalItem(item_id, level, messages, _gold_calls(record.get("answer"), item_id)))
@@ -130,8 +140,9 @@ class ApiBankBenchmark:
     """1.0 when a predicted call equals the gold call by the module's rules (ToolRL's, or the strict variant)."""
     gold = item.gold[0]
     if self.strict_format:
-      predictions = [{"name": c.name, "parameters": dict(c.arguments)}
-                     for c in parse_json_tool_calls(output, last_only=True)]
+      predictions = [
+        {"name": c.name, "parameters": dict(c.arguments)} for c in parse_json_tool_calls(output, last_only=True)
+      ]
     else:
       predictions = toolrl_predictions(output) if isinstance(output, str) else []
     matched = toolrl_match(predictions, gold["name"], gold["parameters"]) if predictions else None
@@ -182,8 +193,7 @@ def _seed_records(data_dir: str, source: str) -> list[dict[str, Any]]:
   return records
 
 
-def load_seed_tasks(data_dir: str, limit: int | None = None,
-                    sources: Sequence[str] = SEED_SOURCES) -> list[SeedTask]:
+def load_seed_tasks(data_dir: str, limit: int | None = None, sources: Sequence[str] = SEED_SOURCES) -> list[SeedTask]:
   """Seed tasks from the training files (never the evaluation set); `limit` caps the tasks of each source."""
   _check_limit(limit)
   tasks = []

@@ -37,18 +37,19 @@ import pathlib
 import re
 from typing import Any
 
-from genenv_jax.benchmarks.api_bank.evaluator import ApiBankBenchmark, LEVELS, SEED_FILES
+from genenv_jax.benchmarks.api_bank.evaluator import LEVELS, SEED_FILES, ApiBankBenchmark
+from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, call_from_json, format_json_tool_calls, parse_api_request
 from genenv_jax.tasks.benchmark import EvalItem
 from genenv_jax.tasks.text_domain import ParsedTask
-from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, call_from_json, format_json_tool_calls, parse_api_request
 
 MAX_APIS = 8
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SCORER = ApiBankBenchmark()
 SYSTEM_PROMPT = (
-    "You are a helpful assistant that can call tools to serve the user.\n\n**Available Tools**\n{tools}\n\n"
-    "**Output Format**\nAnswer with exactly one tool call inside one block:\n<tool_call>\n"
-    '{{"name": "Tool name", "parameters": {{"Parameter name": "Parameter value"}}}}\n</tool_call>')
+  "You are a helpful assistant that can call tools to serve the user.\n\n**Available Tools**\n{tools}\n\n"
+  "**Output Format**\nAnswer with exactly one tool call inside one block:\n<tool_call>\n"
+  '{{"name": "Tool name", "parameters": {{"Parameter name": "Parameter value"}}}}\n</tool_call>'
+)
 
 
 def write_task(apis: list[dict[str, Any]], user: str, call: dict[str, Any]) -> str:
@@ -59,8 +60,11 @@ def write_task(apis: list[dict[str, Any]], user: str, call: dict[str, Any]) -> s
 def _api(name: str, description: str, parameters: Any) -> dict[str, Any] | None:
   if not isinstance(parameters, dict):
     return None
-  params = {k: {"type": str(v.get("type", "str")), "description": str(v.get("description", ""))}
-            for k, v in parameters.items() if isinstance(v, dict)}
+  params = {
+    k: {"type": str(v.get("type", "str")), "description": str(v.get("description", ""))}
+    for k, v in parameters.items()
+    if isinstance(v, dict)
+  }
   return {"name": name, "description": description, "parameters": params}
 
 
@@ -72,7 +76,7 @@ def _record_task(record: dict[str, Any]) -> str | None:
   apis: list[dict[str, Any]] = []
   first = json.loads(lines[0])
   apis.append(_api(first["apiCode"], first.get("description", ""), first.get("parameters")))
-  user = next((line[len("User: "):].strip() for line in lines if line.startswith("User: ")), "")
+  user = next((line[len("User: ") :].strip() for line in lines if line.startswith("User: ")), "")
   for line in lines:
     if line.startswith("API-Request:") and "->{" in line:
       try:
@@ -91,15 +95,19 @@ def _record_task(record: dict[str, Any]) -> str | None:
 
 
 def _eval_users(data_dir: pathlib.Path) -> list[str]:
-  return [item.messages[-1]["content"] for level in LEVELS
-          for item in _SCORER.load_items(str(data_dir), split=level)]
+  return [item.messages[-1]["content"] for level in LEVELS for item in _SCORER.load_items(str(data_dir), split=level)]
 
 
 def _check_api(api: Any) -> bool:
-  return (isinstance(api, dict) and set(api) == {"name", "description", "parameters"}
-          and isinstance(api["name"], str) and bool(_NAME.match(api["name"]))
-          and isinstance(api["description"], str) and isinstance(api["parameters"], dict)
-          and all(isinstance(v, dict) and isinstance(v.get("type"), str) for v in api["parameters"].values()))
+  return (
+    isinstance(api, dict)
+    and set(api) == {"name", "description", "parameters"}
+    and isinstance(api["name"], str)
+    and bool(_NAME.match(api["name"]))
+    and isinstance(api["description"], str)
+    and isinstance(api["parameters"], dict)
+    and all(isinstance(v, dict) and isinstance(v.get("type"), str) for v in api["parameters"].values())
+  )
 
 
 def _filled(value: Any) -> bool:
@@ -116,8 +124,11 @@ def _filled(value: Any) -> bool:
 
 
 def render_tools(apis: list[dict[str, Any]]) -> str:
-  return "\n".join(f"{i}. Name: {a['name']}\nDescription: {a['description']}\nParameters: "
-                   f"{json.dumps(a['parameters'], ensure_ascii=False)}" for i, a in enumerate(apis, 1))
+  return "\n".join(
+    f"{i}. Name: {a['name']}\nDescription: {a['description']}\nParameters: "
+    f"{json.dumps(a['parameters'], ensure_ascii=False)}"
+    for i, a in enumerate(apis, 1)
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,9 +137,10 @@ class ApiBankTasks:
 
   name: str = "api_bank"
   env_instruction: str = (
-      "You write tool-use tasks for an assistant. Write one or more lines 'API: <JSON object with name, "
-      "description, parameters>', then one line 'User: <request>', then one line 'Call: <JSON object with name "
-      "and parameters>' giving the correct call of one listed API, with string values. Nothing else.")
+    "You write tool-use tasks for an assistant. Write one or more lines 'API: <JSON object with name, "
+    "description, parameters>', then one line 'User: <request>', then one line 'Call: <JSON object with name "
+    "and parameters>' giving the correct call of one listed API, with string values. Nothing else."
+  )
 
   def seed_texts(self, data_dir: pathlib.Path) -> list[str]:
     path = data_dir.joinpath(*SEED_FILES["api_bank_lv3_train"])
@@ -155,16 +167,20 @@ class ApiBankTasks:
     if len(lines) - 2 > MAX_APIS or not all(line.startswith("API: ") for line in lines[:-2]):
       return None
     try:
-      apis = [json.loads(line[len("API: "):]) for line in lines[:-2]]
-      raw_call = json.loads(lines[-1][len("Call: "):])
+      apis = [json.loads(line[len("API: ") :]) for line in lines[:-2]]
+      raw_call = json.loads(lines[-1][len("Call: ") :])
     except (ValueError, RecursionError):
       return None
     if not all(_check_api(a) for a in apis) or len({a["name"] for a in apis}) != len(apis):
       return None
-    user = lines[-2][len("User: "):].strip()
+    user = lines[-2][len("User: ") :].strip()
     call = call_from_json(raw_call)
-    if not user or call is None or not isinstance(raw_call.get("parameters"), dict) \
-        or set(raw_call) != {"name", "parameters"}:
+    if (
+      not user
+      or call is None
+      or not isinstance(raw_call.get("parameters"), dict)
+      or set(raw_call) != {"name", "parameters"}
+    ):
       return None
     api = next((a for a in apis if a["name"] == call.name), None)
     if api is None or not set(call.arguments) <= set(api["parameters"]):
@@ -173,8 +189,10 @@ class ApiBankTasks:
       return None
     if api["parameters"] and not call.arguments:
       return None
-    messages = ({"role": "system", "content": SYSTEM_PROMPT.format(tools=render_tools(apis))},
-                {"role": "user", "content": user})
+    messages = (
+      {"role": "system", "content": SYSTEM_PROMPT.format(tools=render_tools(apis))},
+      {"role": "user", "content": user},
+    )
     gold = json.dumps({"name": call.name, "parameters": dict(call.arguments)}, sort_keys=True, ensure_ascii=False)
     return ParsedTask(messages, gold, float(len(call.arguments) + len(apis)))
 

@@ -33,25 +33,29 @@ import re
 from typing import Callable, Sequence
 
 from genenv_jax.benchmarks.parsing import qa_metrics
-from genenv_jax.tasks.benchmark import EvalItem, ItemResult, Message
 from genenv_jax.benchmarks.parsing.source_scan import remove_tag_blocks, tag_contents, tag_spans
+from genenv_jax.tasks.benchmark import EvalItem, ItemResult, Message
 
 SearchFn = Callable[[str], str]
 GenerateFn = Callable[[Sequence[Message]], str]
 
-NOTE = ("Bamboogle scores here are closed-book (or local-search) SQuAD EM/F1; GenEnv's protocol used live web search "
-        "and a GPT-4o judge, so they are not comparable to the paper's numbers.")
+NOTE = (
+  "Bamboogle scores here are closed-book (or local-search) SQuAD EM/F1; GenEnv's protocol used live web search "
+  "and a GPT-4o judge, so they are not comparable to the paper's numbers."
+)
 SPLIT = "test"
 DATA_FILE = ("bamboogle", "data.json")
 
 SYSTEM_PROMPT_CLOSED_BOOK = (
-    "Answer the question. You may think briefly first; then give only the final short answer (a name, date, number "
-    "or short phrase) between <answer> and </answer>, for example <answer>Paris</answer>.")
+  "Answer the question. You may think briefly first; then give only the final short answer (a name, date, number "
+  "or short phrase) between <answer> and </answer>, for example <answer>Paris</answer>."
+)
 SYSTEM_PROMPT_SEARCH = (
-    "Answer the question. You may search the web: write <search>your query</search> and stop; the search results "
-    "will be returned to you between <result> and </result>. You may search several times. When you know the "
-    "answer, give only the final short answer (a name, date, number or short phrase) between <answer> and </answer>, "
-    "for example <answer>Paris</answer>.")
+  "Answer the question. You may search the web: write <search>your query</search> and stop; the search results "
+  "will be returned to you between <result> and </result>. You may search several times. When you know the "
+  "answer, give only the final short answer (a name, date, number or short phrase) between <answer> and </answer>, "
+  "for example <answer>Paris</answer>."
+)
 
 _ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
 # `[ \t]*`, not `\s*`, around the line: with MULTILINE, a leading `\s*` would run over every following blank line at
@@ -71,8 +75,8 @@ def extract_answer(output: str) -> str | None:
     return None
   tagged = tag_contents(output, "<answer>", "</answer>", ignore_case=True)
   last_open = [m.end() for m in _ANSWER_OPEN.finditer(output)]
-  if last_open and "</answer>" not in output[last_open[-1]:].lower():
-    return _clean(output[last_open[-1]:])
+  if last_open and "</answer>" not in output[last_open[-1] :].lower():
+    return _clean(output[last_open[-1] :])
   if tagged:
     return _clean(tagged[-1])
   text = remove_tag_blocks(output, "<result>", "</result>", ignore_case=True, to_end=True, replacement="\n")
@@ -96,12 +100,13 @@ def extract_search_query(reply: str) -> str | None:
   answer = _ANSWER_OPEN.search(reply, 0, span[0])
   if answer is not None:
     return None
-  query = reply[span[1]:span[2]].strip()
+  query = reply[span[1] : span[2]].strip()
   return query or None
 
 
-def run_search_loop(generate_fn: GenerateFn, messages: Sequence[Message], search_fn: SearchFn,
-                    max_search_turns: int = 4) -> str:
+def run_search_loop(
+  generate_fn: GenerateFn, messages: Sequence[Message], search_fn: SearchFn, max_search_turns: int = 4
+) -> str:
   """Multi-turn search protocol: reply, and while it asks `<search>q</search>`, answer with `<result>...</result>`.
 
   Each searching reply is cut right after its `</search>`; the tool's text goes back as a user turn. After
@@ -118,7 +123,7 @@ def run_search_loop(generate_fn: GenerateFn, messages: Sequence[Message], search
     if query is None:
       turns.append(reply)
       break
-    cut = reply[:_search_span(reply)[3]]
+    cut = reply[: _search_span(reply)[3]]
     turns.append(cut)
     result = search_fn(query)
     history += [{"role": "assistant", "content": cut}, {"role": "user", "content": f"<result>{result}</result>"}]
@@ -155,11 +160,16 @@ class BamboogleBenchmark:
     records = json.loads(path.read_text(encoding="utf-8"))
     items = []
     for i, record in enumerate(records[:limit] if limit is not None else records):
-      if not isinstance(record, dict) or not isinstance(record.get("Question"), str) \
-          or not isinstance(record.get("Answer"), str):
+      if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("Question"), str)
+        or not isinstance(record.get("Answer"), str)
+      ):
         raise ValueError(f"{path}: record {i} lacks string 'Question'/'Answer' fields: {record!r}")
-      messages = ({"role": "system", "content": self.system_prompt()},
-                  {"role": "user", "content": f"Question: {record['Question'].strip()}"})
+      messages = (
+        {"role": "system", "content": self.system_prompt()},
+        {"role": "user", "content": f"Question: {record['Question'].strip()}"},
+      )
       items.append(EvalItem(id=f"bamboogle-{i}", split=SPLIT, messages=messages, gold=record["Answer"].strip()))
     return items
 

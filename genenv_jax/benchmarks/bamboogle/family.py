@@ -1,6 +1,7 @@
 """Closed-book short-answer QA as a training task family, scored like Bamboogle (the "bamboogle" training domain).
 
-Bamboogle's 125 questions are the evaluation set, so they are never seeds. No other QA data is among the datasets (genenv_jax/data);
+Bamboogle's 125 questions are the evaluation set, so they are never seeds. No other QA data is among the datasets
+(genenv_jax/data);
 the seeds are one- and two-hop factual questions written from the TravelPlanner sandbox tables
 (`travelplanner/database`: restaurants, attractions, the city -> state list), a training-side source disjoint from
 Bamboogle:
@@ -32,11 +33,11 @@ import dataclasses
 import pathlib
 import re
 
-from genenv_jax.benchmarks.parsing import qa_metrics
 from genenv_jax.benchmarks.bamboogle.evaluator import SPLIT, SYSTEM_PROMPT_CLOSED_BOOK, BamboogleBenchmark
+from genenv_jax.benchmarks.parsing import qa_metrics
+from genenv_jax.benchmarks.travelplanner.database import load_database
 from genenv_jax.tasks.benchmark import EvalItem
 from genenv_jax.tasks.text_domain import ParsedTask
-from genenv_jax.benchmarks.travelplanner.database import load_database
 
 _FORMAT = re.compile(r"\AQuestion: ([^\n]+)\nAnswer: ([^\n]+)\Z")
 _WH = frozenset(("which", "where", "what", "who", "whose", "when", "that", "how"))
@@ -57,9 +58,11 @@ class QaTasks:
   """The closed-book QA family (module docstring)."""
 
   name: str = "bamboogle"
-  env_instruction: str = ("You write closed-book quiz questions for a student. Write exactly two lines, "
-                          "'Question: ...?' and 'Answer: ...' (a short answer of at most 8 words that the question "
-                          "does not give away), and nothing else.")
+  env_instruction: str = (
+    "You write closed-book quiz questions for a student. Write exactly two lines, "
+    "'Question: ...?' and 'Answer: ...' (a short answer of at most 8 words that the question "
+    "does not give away), and nothing else."
+  )
 
   def seed_texts(self, data_dir: pathlib.Path) -> list[str]:
     db = load_database(data_dir)
@@ -78,9 +81,11 @@ class QaTasks:
       state = db.city_states.get(r.city)
       if r.name in unique_r and state:
         out.append(write_task(f"In which state is the city where the restaurant {r.name} is located?", state))
-    bamboogle = {qa_metrics.normalize_answer(i.messages[-1]["content"].removeprefix("Question: "))
-                 for i in _SCORER.load_items(str(data_dir))}
-    return [t for t in out if qa_metrics.normalize_answer(t.split("\n")[0][len("Question: "):]) not in bamboogle]
+    bamboogle = {
+      qa_metrics.normalize_answer(i.messages[-1]["content"].removeprefix("Question: "))
+      for i in _SCORER.load_items(str(data_dir))
+    }
+    return [t for t in out if qa_metrics.normalize_answer(t.split("\n")[0][len("Question: ") :]) not in bamboogle]
 
   def parse(self, text: str) -> ParsedTask | None:
     match = _FORMAT.match(text.strip()) if isinstance(text, str) else None
@@ -96,8 +101,10 @@ class QaTasks:
     if f" {normalized} " in f" {qa_metrics.normalize_answer(question)} ":
       return None
     hops = sum(w.strip("?,.").lower() in _WH for w in words)
-    messages = ({"role": "system", "content": SYSTEM_PROMPT_CLOSED_BOOK},
-                {"role": "user", "content": f"Question: {question}"})
+    messages = (
+      {"role": "system", "content": SYSTEM_PROMPT_CLOSED_BOOK},
+      {"role": "user", "content": f"Question: {question}"},
+    )
     return ParsedTask(messages, answer, float(max(hops, 1)))
 
   def oracle(self, gold: str) -> str | None:

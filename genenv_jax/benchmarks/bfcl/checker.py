@@ -38,8 +38,16 @@ from typing import Any, Callable, Mapping, Sequence
 from genenv_jax.benchmarks.bfcl.lang import JAVA_TYPES, JS_TYPES, to_java, to_js
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall
 
-PYTHON_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float, "boolean": bool, "array": list,
-                                 "tuple": list, "dict": dict, "any": str}
+PYTHON_TYPES: dict[str, type] = {
+  "string": str,
+  "integer": int,
+  "float": float,
+  "boolean": bool,
+  "array": list,
+  "tuple": list,
+  "dict": dict,
+  "any": str,
+}
 LANGUAGES = ("python", "java", "javascript")
 _STANDARDIZE = re.compile(r"[ ,./\-_*^]")
 
@@ -101,8 +109,9 @@ def _elements_ok(value: list, nested: type, allowed: Sequence[Any]) -> bool:
   return all(type(e) is nested or (nested is float and type(e) is int) or type(e) in gold_types for e in value)
 
 
-def check_value(param: str, value: Any, allowed: Sequence[Any], expected: type | None,
-                nested: type | None) -> str | None:
+def check_value(
+  param: str, value: Any, allowed: Sequence[Any], expected: type | None, nested: type | None
+) -> str | None:
   """Type rule 4 and value rule 5 of the module docstring for one parameter."""
   gold_type = _gold_type(allowed)
   is_variable = expected is not None and gold_type is not None and gold_type is not expected
@@ -149,7 +158,7 @@ def check_call(doc: Mapping[str, Any] | None, call: ToolCall, answer: Answer, la
   """One call against one possible answer `{name: {param: [allowed]}}` (rules 1-6 of the module docstring)."""
   if language not in LANGUAGES:
     raise ValueError(f"unknown BFCL language {language!r}; expected one of {LANGUAGES}")
-  (name, allowed), = answer.items()
+  ((name, allowed),) = answer.items()
   if doc is None:
     return f"no function doc for {name!r}"
   if call.name != name:
@@ -182,8 +191,9 @@ def match_unordered(n_gold: int, calls: Sequence[ToolCall], check: Callable[[int
   """One-to-one assignment of calls to gold entries (augmenting paths); None when every gold gets a passing call."""
   if len(calls) != n_gold:
     return f"wrong number of calls: expected {n_gold}, got {len(calls)}"
-  errors: dict[tuple[int, int], str | None] = {(g, c): check(g, call) for g in range(n_gold)
-                                               for c, call in enumerate(calls)}
+  errors: dict[tuple[int, int], str | None] = {
+    (g, c): check(g, call) for g in range(n_gold) for c, call in enumerate(calls)
+  }
   owner: dict[int, int] = {}
 
   def assign(g: int, seen: set[int]) -> bool:
@@ -197,19 +207,27 @@ def match_unordered(n_gold: int, calls: Sequence[ToolCall], check: Callable[[int
 
   for g in range(n_gold):
     if not assign(g, set()):
-      reasons = sorted({e for (gg, _), e in errors.items() if gg == g and e},
-                       key=lambda e: (e.startswith("wrong function"), len(e)))
+      reasons = sorted(
+        {e for (gg, _), e in errors.items() if gg == g and e}, key=lambda e: (e.startswith("wrong function"), len(e))
+      )
       return f"no call matches gold call {g}: {reasons[0] if reasons else 'no candidates'}"
   return None
 
 
-def check_ast(functions: Sequence[Mapping[str, Any]], calls: Sequence[ToolCall], answers: Sequence[Answer],
-              language: str, category: str) -> str | None:
+def check_ast(
+  functions: Sequence[Mapping[str, Any]],
+  calls: Sequence[ToolCall],
+  answers: Sequence[Answer],
+  language: str,
+  category: str,
+) -> str | None:
   """Decoded calls against a BFCL AST entry's possible answers, by category (see the module docstring)."""
   if "parallel" in category:
-    return match_unordered(len(answers), calls,
-                           lambda g, call: check_call(_find(functions, next(iter(answers[g]))), call, answers[g],
-                                                      language))
+    return match_unordered(
+      len(answers),
+      calls,
+      lambda g, call: check_call(_find(functions, next(iter(answers[g]))), call, answers[g], language),
+    )
   if len(calls) != len(answers) or len(calls) != 1:
     return f"wrong number of calls: expected 1, got {len(calls)}"
   doc = _find(functions, next(iter(answers[0]))) if "multiple" in category else functions[0]
@@ -246,8 +264,9 @@ def _turn_answer(gold: ToolCall, doc: Mapping[str, Any]) -> Answer:
   return {gold.name: allowed}
 
 
-def check_turn(docs: Mapping[str, Mapping[str, Any]], calls: Sequence[ToolCall],
-               gold: Sequence[ToolCall]) -> str | None:
+def check_turn(
+  docs: Mapping[str, Mapping[str, Any]], calls: Sequence[ToolCall], gold: Sequence[ToolCall]
+) -> str | None:
   """One multi-turn turn: calls against the gold calls, order-free, by the module docstring's multi-turn rules."""
   bound_calls = []
   for call in calls:
@@ -259,5 +278,6 @@ def check_turn(docs: Mapping[str, Mapping[str, Any]], calls: Sequence[ToolCall],
   if any(g is None or g.name not in docs for g in bound_gold):
     raise ValueError(f"gold calls {gold!r} do not fit their function docs")
   answers = [_turn_answer(g, docs[g.name]) for g in bound_gold]
-  return match_unordered(len(answers), bound_calls,
-                         lambda g, call: check_call(docs[bound_gold[g].name], call, answers[g], "python"))
+  return match_unordered(
+    len(answers), bound_calls, lambda g, call: check_call(docs[bound_gold[g].name], call, answers[g], "python")
+  )

@@ -27,11 +27,34 @@ import re
 from typing import Any
 
 JAVA_TYPES: dict[str, type] = {
-    "byte": int, "short": int, "integer": int, "float": float, "double": float, "long": int, "boolean": bool,
-    "char": str, "Array": list, "ArrayList": list, "Set": set, "HashMap": dict, "Hashtable": dict, "Queue": list,
-    "Stack": list, "String": str, "any": str}
-JS_TYPES: dict[str, type] = {"String": str, "integer": int, "float": float, "Bigint": int, "Boolean": bool,
-                             "dict": dict, "array": list, "any": str}
+  "byte": int,
+  "short": int,
+  "integer": int,
+  "float": float,
+  "double": float,
+  "long": int,
+  "boolean": bool,
+  "char": str,
+  "Array": list,
+  "ArrayList": list,
+  "Set": set,
+  "HashMap": dict,
+  "Hashtable": dict,
+  "Queue": list,
+  "Stack": list,
+  "String": str,
+  "any": str,
+}
+JS_TYPES: dict[str, type] = {
+  "String": str,
+  "integer": int,
+  "float": float,
+  "Bigint": int,
+  "Boolean": bool,
+  "dict": dict,
+  "array": list,
+  "any": str,
+}
 MAX_COLLECTION = 2_000
 
 _INT = re.compile(r"^-?\d+$")

@@ -47,10 +47,15 @@ from typing import Any, Mapping, Sequence
 
 from genenv_jax.benchmarks.bfcl import checker as bfcl_checker
 from genenv_jax.benchmarks.bfcl import official as bfcl_official
-from genenv_jax.tasks.benchmark import EvalItem, ItemResult, Message
 from genenv_jax.benchmarks.bfcl.lang import java_source, js_source, parse_source_calls
 from genenv_jax.benchmarks.bfcl.prompts import STYLES, build_messages, render_calls
-from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, parse_json_tool_calls, parse_python_calls, strip_reasoning
+from genenv_jax.benchmarks.parsing.tool_calls import (
+  ToolCall,
+  parse_json_tool_calls,
+  parse_python_calls,
+  strip_reasoning,
+)
+from genenv_jax.tasks.benchmark import EvalItem, ItemResult, Message
 
 NON_LIVE_SIMPLE = ("simple_python", "simple_java", "simple_javascript")
 NON_LIVE_AST = NON_LIVE_SIMPLE + ("multiple", "parallel", "parallel_multiple")
@@ -61,18 +66,25 @@ MULTI_TURN = ("multi_turn_long_context",)
 MODES = ("official", "lenient")
 CATEGORIES = NON_LIVE_AST + IRRELEVANCE[:1] + LIVE_AST + IRRELEVANCE[1:] + RELEVANCE + MULTI_TURN
 UNSATISFIABLE = {  # item id -> why no output passes (possible_answer errors in bfcl-eval 2026.3.23)
-    "live_simple_106-63-0": "required array parameters whose allowed-value lists are empty",
-    "live_simple_112-68-0": "required array parameters whose allowed-value lists are empty",
-    "live_multiple_862-181-3": "the answer gives 'journey_start_time', which Trains_1_FindTrains does not take",
-    "live_multiple_964-207-0": "the answer names 'question'; the function requires 'statement'"}
+  "live_simple_106-63-0": "required array parameters whose allowed-value lists are empty",
+  "live_simple_112-68-0": "required array parameters whose allowed-value lists are empty",
+  "live_multiple_862-181-3": "the answer gives 'journey_start_time', which Trains_1_FindTrains does not take",
+  "live_multiple_964-207-0": "the answer names 'question'; the function requires 'statement'",
+}
 MULTI_TURN_CLASS_FILES = {  # bfcl_eval constants: involved class -> multi_turn_func_doc file
-    "GorillaFileSystem": "gorilla_file_system.json", "MathAPI": "math_api.json", "MessageAPI": "message_api.json",
-    "TwitterAPI": "posting_api.json", "TicketAPI": "ticket_api.json", "TradingBot": "trading_bot.json",
-    "TravelAPI": "travel_booking.json", "VehicleControlAPI": "vehicle_control.json"}
+  "GorillaFileSystem": "gorilla_file_system.json",
+  "MathAPI": "math_api.json",
+  "MessageAPI": "message_api.json",
+  "TwitterAPI": "posting_api.json",
+  "TicketAPI": "ticket_api.json",
+  "TradingBot": "trading_bot.json",
+  "TravelAPI": "travel_booking.json",
+  "VehicleControlAPI": "vehicle_control.json",
+}
 
 
 def category_language(category: str) -> str:
-  """"java" / "javascript" for the simple_java / simple_javascript categories, else "python"."""
+  """ "java" / "javascript" for the simple_java / simple_javascript categories, else "python"."""
   return {"simple_java": "java", "simple_javascript": "javascript"}.get(category, "python")
 
 
@@ -118,8 +130,9 @@ def materialize(value: Any) -> Any:
   return value
 
 
-def oracle_calls(functions: Sequence[Mapping[str, Any]], answers: Sequence[Mapping[str, Any]],
-                 language: str) -> list[ToolCall]:
+def oracle_calls(
+  functions: Sequence[Mapping[str, Any]], answers: Sequence[Mapping[str, Any]], language: str
+) -> list[ToolCall]:
   """Gold calls for an AST entry: each parameter's first allowed non-"" value.
 
   A parameter is left out when "" (optional) is its only allowed value, or when it is optional and not in the doc
@@ -127,7 +140,7 @@ def oracle_calls(functions: Sequence[Mapping[str, Any]], answers: Sequence[Mappi
   """
   calls = []
   for answer in answers:
-    (name, allowed), = answer.items()
+    ((name, allowed),) = answer.items()
     doc = next((d for d in functions if d.get("name") == name), {})
     props = doc.get("parameters", {}).get("properties", {})
     required = doc.get("parameters", {}).get("required", [])
@@ -182,8 +195,10 @@ class BfclBenchmark:
     if self.prompt_style not in STYLES:
       raise ValueError(f"unknown prompt_style {self.prompt_style!r}; expected one of {STYLES}")
     if self.mode not in MODES:
-      raise ValueError(f"unknown BFCL mode {self.mode!r}; expected one of {MODES} (official: leaderboard-comparable "
-                       "verdicts; lenient: tolerant decoding for training rewards)")
+      raise ValueError(
+        f"unknown BFCL mode {self.mode!r}; expected one of {MODES} (official: leaderboard-comparable "
+        "verdicts; lenient: tolerant decoding for training rewards)"
+      )
 
   def splits(self) -> Sequence[str]:
     return CATEGORIES
@@ -205,8 +220,9 @@ class BfclBenchmark:
     entries = _read_jsonl(root / "bfcl" / f"BFCL_v4_{category}.json")[:limit]
     answers: dict[str, Any] = {}
     if category in NON_LIVE_AST + LIVE_AST:
-      answers = {a["id"]: a["ground_truth"] for a in
-                 _read_jsonl(root / "bfcl" / "possible_answer" / f"BFCL_v4_{category}.json")}
+      answers = {
+        a["id"]: a["ground_truth"] for a in _read_jsonl(root / "bfcl" / "possible_answer" / f"BFCL_v4_{category}.json")
+      }
     language = category_language(category)
     items = []
     for entry in entries:
@@ -223,8 +239,9 @@ class BfclBenchmark:
 
   def _multi_turn_items(self, root: pathlib.Path, category: str, limit: int | None) -> list[EvalItem]:
     entries = _read_jsonl(root / "bfcl" / f"BFCL_v4_{category}.json")
-    answers = {a["id"]: a["ground_truth"] for a in
-               _read_jsonl(root / "bfcl" / "possible_answer" / f"BFCL_v4_{category}.json")}
+    answers = {
+      a["id"]: a["ground_truth"] for a in _read_jsonl(root / "bfcl" / "possible_answer" / f"BFCL_v4_{category}.json")
+    }
     doc_dir = root / "bfcl" / "multi_turn_func_doc"
     class_docs = {cls: _read_jsonl(doc_dir / name) for cls, name in MULTI_TURN_CLASS_FILES.items()}
     items: list[EvalItem] = []
@@ -308,10 +325,10 @@ class BfclBenchmark:
     simple = mean([acc[c] for c in NON_LIVE_SIMPLE if c in acc])
     non_live = [simple] if simple is not None else []
     summaries = {
-        "non_live/simple": simple,
-        "non_live/overall": mean(non_live + [acc[c] for c in NON_LIVE_AST[3:] if c in acc]),
-        "irrelevance/overall": mean([acc[c] for c in IRRELEVANCE if c in acc]),
-        "relevance/overall": acc.get("live_relevance"),
+      "non_live/simple": simple,
+      "non_live/overall": mean(non_live + [acc[c] for c in NON_LIVE_AST[3:] if c in acc]),
+      "irrelevance/overall": mean([acc[c] for c in IRRELEVANCE if c in acc]),
+      "relevance/overall": acc.get("live_relevance"),
     }
     live = [counts[c] for c in LIVE_AST if c in counts]
     if live:

@@ -44,14 +44,31 @@ from genenv_jax.benchmarks.bfcl import evaluator as bfcl
 from genenv_jax.benchmarks.bfcl.checker import PYTHON_TYPES, check_ast, check_call
 from genenv_jax.benchmarks.bfcl.prompts import build_messages, render_calls
 from genenv_jax.benchmarks.parsing.source_scan import tag_contents
+from genenv_jax.benchmarks.parsing.tool_calls import (
+  ToolCall,
+  format_python_calls,
+  parse_json_tool_calls,
+  parse_python_calls,
+)
 from genenv_jax.tasks.text_domain import ParsedTask
-from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_python_calls, parse_json_tool_calls, parse_python_calls
 
 MAX_FUNCTIONS, MAX_CALLS = 8, 4
 SEED_FILE = ("tool_calling_seed", "rlla_sft.json")
-TYPE_MAP = {"string": "string", "str": "string", "int": "integer", "integer": "integer", "float": "float",
-            "number": "float", "double": "float", "bool": "boolean", "boolean": "boolean", "array": "array",
-            "list": "array", "dict": "dict", "object": "dict"}
+TYPE_MAP = {
+  "string": "string",
+  "str": "string",
+  "int": "integer",
+  "integer": "integer",
+  "float": "float",
+  "number": "float",
+  "double": "float",
+  "bool": "boolean",
+  "boolean": "boolean",
+  "array": "array",
+  "list": "array",
+  "dict": "dict",
+  "object": "dict",
+}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _TOOL = re.compile(r"^\d+\. Name: (.+)\nDescription: (.*)\nParameters: (.*)$", re.MULTILINE)
 
@@ -88,8 +105,11 @@ def _record_task(record: Mapping[str, Any]) -> str | None:
         return None
       properties[key] = {"type": TYPE_MAP[kind.lower()], "description": str(prop.get("description", ""))}
     renamed[name.strip()] = _identifier(name)
-    docs[renamed[name.strip()]] = {"name": renamed[name.strip()], "description": description.strip(),
-                                   "parameters": {"type": "dict", "properties": properties, "required": []}}
+    docs[renamed[name.strip()]] = {
+      "name": renamed[name.strip()],
+      "description": description.strip(),
+      "parameters": {"type": "dict", "properties": properties, "required": []},
+    }
   if not docs or len(docs) > MAX_FUNCTIONS or len(set(renamed.values())) != len(renamed):
     return None
   gold = []
@@ -119,16 +139,26 @@ def _bfcl_questions(data_dir: pathlib.Path) -> list[str]:
 
 
 def _check_doc(doc: Any) -> bool:
-  if not (isinstance(doc, dict) and set(doc) == {"name", "description", "parameters"}
-          and isinstance(doc["name"], str) and _NAME.match(doc["name"]) and isinstance(doc["description"], str)):
+  if not (
+    isinstance(doc, dict)
+    and set(doc) == {"name", "description", "parameters"}
+    and isinstance(doc["name"], str)
+    and _NAME.match(doc["name"])
+    and isinstance(doc["description"], str)
+  ):
     return False
   params = doc["parameters"]
-  if not (isinstance(params, dict) and params.get("type") == "dict" and isinstance(params.get("properties"), dict)
-          and isinstance(params.get("required", []), list)):
+  if not (
+    isinstance(params, dict)
+    and params.get("type") == "dict"
+    and isinstance(params.get("properties"), dict)
+    and isinstance(params.get("required", []), list)
+  ):
     return False
   props = params["properties"]
-  return (all(isinstance(p, dict) and p.get("type") in PYTHON_TYPES for p in props.values())
-          and all(isinstance(r, str) and r in props for r in params.get("required", [])))
+  return all(isinstance(p, dict) and p.get("type") in PYTHON_TYPES for p in props.values()) and all(
+    isinstance(r, str) and r in props for r in params.get("required", [])
+  )
 
 
 def answer_of(call: ToolCall, doc: Mapping[str, Any]) -> dict[str, dict[str, list[Any]]]:
@@ -140,10 +170,13 @@ def answer_of(call: ToolCall, doc: Mapping[str, Any]) -> dict[str, dict[str, lis
 
 
 def _spec_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
-  props = {k: {key: v[key] for key in ("type", "items") if key in v}
-           for k, v in doc["parameters"]["properties"].items()}
-  return {"name": doc["name"], "parameters": {"type": "dict", "properties": props,
-                                              "required": list(doc["parameters"].get("required", []))}}
+  props = {
+    k: {key: v[key] for key in ("type", "items") if key in v} for k, v in doc["parameters"]["properties"].items()
+  }
+  return {
+    "name": doc["name"],
+    "parameters": {"type": "dict", "properties": props, "required": list(doc["parameters"].get("required", []))},
+  }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,9 +185,10 @@ class BfclTasks:
 
   name: str = "bfcl"
   env_instruction: str = (
-      "You write function-calling tasks. Write one or more lines 'Function: <JSON function doc with name, "
-      "description and parameters {type: dict, properties, required}>', then one line 'User: <request>', then one "
-      "line 'Calls: [func(arg=value, ...)]' with the correct calls in Python syntax. Nothing else.")
+    "You write function-calling tasks. Write one or more lines 'Function: <JSON function doc with name, "
+    "description and parameters {type: dict, properties, required}>', then one line 'User: <request>', then one "
+    "line 'Calls: [func(arg=value, ...)]' with the correct calls in Python syntax. Nothing else."
+  )
 
   def seed_texts(self, data_dir: pathlib.Path) -> list[str]:
     path = data_dir.joinpath(*SEED_FILE)
@@ -177,13 +211,13 @@ class BfclTasks:
     if len(lines) - 2 > MAX_FUNCTIONS or not all(line.startswith("Function: ") for line in lines[:-2]):
       return None
     try:
-      docs = [json.loads(line[len("Function: "):]) for line in lines[:-2]]
+      docs = [json.loads(line[len("Function: ") :]) for line in lines[:-2]]
     except (ValueError, RecursionError):
       return None
     if not all(_check_doc(d) for d in docs) or len({d["name"] for d in docs}) != len(docs):
       return None
-    question = lines[-2][len("User: "):].strip()
-    calls = parse_python_calls(lines[-1][len("Calls: "):])
+    question = lines[-2][len("User: ") :].strip()
+    calls = parse_python_calls(lines[-1][len("Calls: ") :])
     if not question or not 1 <= len(calls) <= MAX_CALLS:
       return None
     by_name = {d["name"]: d for d in docs}
@@ -197,15 +231,19 @@ class BfclTasks:
         return None
       answers.append(answer)
     called = [by_name[n] for n in dict.fromkeys(c.name for c in calls)]
-    gold = json.dumps({"functions": [_spec_doc(d) for d in called], "answers": answers}, sort_keys=True,
-                      ensure_ascii=False)
+    gold = json.dumps(
+      {"functions": [_spec_doc(d) for d in called], "answers": answers}, sort_keys=True, ensure_ascii=False
+    )
     messages = build_messages([{"role": "user", "content": question}], docs, "python", style="bfcl")
     return ParsedTask(tuple(messages), gold, (len(calls) + sum(len(c.arguments) for c in calls)) / 2.0)
 
   def oracle(self, gold: str) -> str | None:
     spec = json.loads(gold)
-    calls = [ToolCall(name, {k: v[0] for k, v in allowed.items() if v != [""]})
-             for answer in spec["answers"] for name, allowed in answer.items()]
+    calls = [
+      ToolCall(name, {k: v[0] for k, v in allowed.items() if v != [""]})
+      for answer in spec["answers"]
+      for name, allowed in answer.items()
+    ]
     return render_calls(calls, "bfcl")
 
   def score(self, gold: str, output: str) -> float:

@@ -33,14 +33,45 @@ from genenv_jax.benchmarks.parsing.source_scan import keyword_pieces, split_top_
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, strip_code_fence, strip_reasoning
 
 JAVA_TYPES: dict[str, type] = {
-    "byte": int, "short": int, "integer": int, "long": int, "float": float, "double": float, "boolean": bool,
-    "char": str, "String": str, "any": str, "Array": list, "ArrayList": list, "Queue": list, "Stack": list,
-    "Set": set, "HashMap": dict, "Hashtable": dict}
+  "byte": int,
+  "short": int,
+  "integer": int,
+  "long": int,
+  "float": float,
+  "double": float,
+  "boolean": bool,
+  "char": str,
+  "String": str,
+  "any": str,
+  "Array": list,
+  "ArrayList": list,
+  "Queue": list,
+  "Stack": list,
+  "Set": set,
+  "HashMap": dict,
+  "Hashtable": dict,
+}
 JS_TYPES: dict[str, type] = {
-    "String": str, "any": str, "integer": int, "Bigint": int, "float": float, "Boolean": bool, "array": list,
-    "dict": dict}
-JAVA_ARRAY_ELEMENT = {"String": "String", "char": "char", "integer": "int", "long": "long", "boolean": "boolean",
-                      "float": "float", "double": "double", "byte": "byte", "short": "short"}
+  "String": str,
+  "any": str,
+  "integer": int,
+  "Bigint": int,
+  "float": float,
+  "Boolean": bool,
+  "array": list,
+  "dict": dict,
+}
+JAVA_ARRAY_ELEMENT = {
+  "String": "String",
+  "char": "char",
+  "integer": "int",
+  "long": "long",
+  "boolean": "boolean",
+  "float": "float",
+  "double": "double",
+  "byte": "byte",
+  "short": "short",
+}
 
 _CALL = re.compile(r"^\s*([A-Za-z_$][\w.$]*)\s*\((.*)\)\s*$", re.DOTALL)
 _INT = re.compile(r"-?\d+")
@@ -52,11 +83,13 @@ _JS_BIGINT = re.compile(r"-?\d+n")
 _NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _JAVA_ARRAY = re.compile(r"^new\s+[\w.$<>]+\s*\[\s*\]\s*\{(.*)\}$", re.DOTALL)
 _JAVA_AS_LIST = re.compile(r"^(?:Arrays\.asList|List\.of)\s*\((.*)\)$", re.DOTALL)
-_JAVA_NEW_AS_LIST = re.compile(r"^new\s+ArrayList\s*(?:<[^()]*>)?\s*\(\s*(?:Arrays\.asList|List\.of)\s*\((.*)\)\s*\)$",
-                               re.DOTALL)
+_JAVA_NEW_AS_LIST = re.compile(
+  r"^new\s+ArrayList\s*(?:<[^()]*>)?\s*\(\s*(?:Arrays\.asList|List\.of)\s*\((.*)\)\s*\)$", re.DOTALL
+)
 _JAVA_NEW_EMPTY = re.compile(r"^new\s+(?:ArrayList|HashMap)\s*(?:<[^()]*>)?\s*\(\s*\)$")
-_JAVA_INIT_BLOCK = re.compile(r"^new\s+(?:ArrayList|HashMap)\s*(?:<[^()]*>)?\s*\(\s*\)\s*\{\s*\{(.*)\}\s*\}$",
-                              re.DOTALL)
+_JAVA_INIT_BLOCK = re.compile(
+  r"^new\s+(?:ArrayList|HashMap)\s*(?:<[^()]*>)?\s*\(\s*\)\s*\{\s*\{(.*)\}\s*\}$", re.DOTALL
+)
 _STATEMENT = re.compile(r"^\s*(add|put)\s*\((.*)\)\s*$", re.DOTALL)
 
 
@@ -251,16 +284,16 @@ def _js_value(text: str) -> Any:
   if t.startswith("[") and t.endswith("]"):
     return [_js_value(e) for e in _elements(t[1:-1])]
   if t.startswith("new Array(") and t.endswith(")"):
-    return [_js_value(e) for e in _elements(t[len("new Array("):-1])]
+    return [_js_value(e) for e in _elements(t[len("new Array(") : -1])]
   if t.startswith("{") and t.endswith("}"):
     out = {}
     for entry in _elements(t[1:-1]):
       colons = top_level_indices(entry, sep=":")
       if not colons:
         raise ValueError(f"object entry without ':' in {entry!r}")
-      key = entry[:colons[0]].strip()
+      key = entry[: colons[0]].strip()
       quoted = unquote(key)
-      out[quoted if quoted is not None else key] = _js_value(entry[colons[0] + 1:])
+      out[quoted if quoted is not None else key] = _js_value(entry[colons[0] + 1 :])
     return out
   return _literal(t)
 

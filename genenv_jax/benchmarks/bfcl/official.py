@@ -44,17 +44,39 @@ from typing import Any, Callable, Mapping, Sequence
 from genenv_jax.benchmarks.bfcl import convert as bfcl_convert
 from genenv_jax.benchmarks.bfcl.source import SourceSyntaxError, parse_java, parse_js
 
-PYTHON_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float, "boolean": bool, "array": list,
-                                 "tuple": list, "dict": dict, "any": str}
+PYTHON_TYPES: dict[str, type] = {
+  "string": str,
+  "integer": int,
+  "float": float,
+  "boolean": bool,
+  "array": list,
+  "tuple": list,
+  "dict": dict,
+  "any": str,
+}
 MAX_TEXT = 200_000
 _STANDARDIZE = re.compile(r"[ ,./\-_*^]")
 _BIN_OPS: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.LShift: operator.lshift,
-    ast.RShift: operator.rshift, ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.BitAnd: operator.and_,
-    ast.MatMult: operator.matmul}
-_UNARY_OPS: dict[type, Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos,
-                                                ast.Not: operator.not_, ast.Invert: operator.invert}
+  ast.Add: operator.add,
+  ast.Sub: operator.sub,
+  ast.Mult: operator.mul,
+  ast.Div: operator.truediv,
+  ast.FloorDiv: operator.floordiv,
+  ast.Mod: operator.mod,
+  ast.Pow: operator.pow,
+  ast.LShift: operator.lshift,
+  ast.RShift: operator.rshift,
+  ast.BitOr: operator.or_,
+  ast.BitXor: operator.xor,
+  ast.BitAnd: operator.and_,
+  ast.MatMult: operator.matmul,
+}
+_UNARY_OPS: dict[type, Callable[[Any], Any]] = {
+  ast.USub: operator.neg,
+  ast.UAdd: operator.pos,
+  ast.Not: operator.not_,
+  ast.Invert: operator.invert,
+}
 _MAX_SIZE = 1_000_000  # elements / digits an evaluated expression may produce
 
 
@@ -120,8 +142,13 @@ def _evaluate(node: ast.AST) -> Any:
   if isinstance(node, ast.BinOp):
     left, right = _evaluate(node.left), _evaluate(node.right)
     op = type(node.op)
-    if (op is ast.Pow and isinstance(left, (int, float)) and isinstance(right, int) and right > 0
-        and math.log2(abs(left) + 2) * right > 4 * _MAX_SIZE):
+    if (
+      op is ast.Pow
+      and isinstance(left, (int, float))
+      and isinstance(right, int)
+      and right > 0
+      and math.log2(abs(left) + 2) * right > 4 * _MAX_SIZE
+    ):
       raise DecodeError("power too large")
     if op is ast.LShift and isinstance(right, int) and right > 4 * _MAX_SIZE:
       raise DecodeError("shift too large")
@@ -203,7 +230,8 @@ def decode(output: str, language: str = "python") -> Any:
 def is_call_list(decoded: Any) -> bool:
   """Upstream's format check: a list of one-key dicts whose value is a dict (`[]` passes)."""
   return isinstance(decoded, list) and all(
-      type(item) is dict and len(item) == 1 and type(next(iter(item.values()))) is dict for item in decoded)
+    type(item) is dict and len(item) == 1 and type(next(iter(item.values()))) is dict for item in decoded
+  )
 
 
 def makes_call(output: str) -> bool:
@@ -322,8 +350,9 @@ def _convert(value: Any, prop: Mapping[str, Any], language: str) -> tuple[Any, t
   return value, expected, nested, None
 
 
-def check_call(doc: Mapping[str, Any] | None, call: Mapping[Any, Any], answer: Mapping[str, Any],
-               language: str) -> str | None:
+def check_call(
+  doc: Mapping[str, Any] | None, call: Mapping[Any, Any], answer: Mapping[str, Any], language: str
+) -> str | None:
   """One decoded call `{name: {param: value}}` against one possible answer; None when it passes, else the reason."""
   if doc is None:
     raise OfficialCrash("the answer's function has no doc (TypeError upstream)")
@@ -373,8 +402,13 @@ def _doc(functions: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]
   return next((f for f in functions if f["name"] == name), None)
 
 
-def check(functions: Sequence[Mapping[str, Any]], decoded: Sequence[Mapping[Any, Any]], answers: Sequence[Any],
-          language: str, category: str) -> str | None:
+def check(
+  functions: Sequence[Mapping[str, Any]],
+  decoded: Sequence[Mapping[Any, Any]],
+  answers: Sequence[Any],
+  language: str,
+  category: str,
+) -> str | None:
   """Decoded calls against an AST entry's possible answers by category (module docstring); None when correct."""
   if "parallel" in category:
     if len(decoded) != len(answers):
@@ -402,8 +436,9 @@ def check(functions: Sequence[Mapping[str, Any]], decoded: Sequence[Mapping[Any,
   return check_call(functions[0], decoded[0], answers[0], language)
 
 
-def verdict(output: str, functions: Sequence[Mapping[str, Any]], answers: Sequence[Any] | None, language: str,
-            category: str) -> str | None:
+def verdict(
+  output: str, functions: Sequence[Mapping[str, Any]], answers: Sequence[Any] | None, language: str, category: str
+) -> str | None:
   """The official verdict on one output of one BFCL item: None when correct, else the reason (never raises)."""
   if "relevance" in category:
     called = makes_call(output)

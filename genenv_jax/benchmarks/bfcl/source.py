@@ -47,10 +47,68 @@ class Token:
   line_break_before: bool = False
 
 
-_OPS = sorted(["(", ")", "[", "]", "{", "}", ",", ";", ".", "?.", "...", "=", "==", "===", "!=", "!==", "<", ">",
-               "<=", ">=", "+", "-", "*", "/", "%", "**", "++", "--", "!", "~", "&&", "||", "??", "&", "|", "^",
-               "<<", ">>", ">>>", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", ">>>=", "**=", "?",
-               ":", "=>", "::", "@"], key=len, reverse=True)
+_OPS = sorted(
+  [
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    ";",
+    ".",
+    "?.",
+    "...",
+    "=",
+    "==",
+    "===",
+    "!=",
+    "!==",
+    "<",
+    ">",
+    "<=",
+    ">=",
+    "+",
+    "-",
+    "*",
+    "/",
+    "%",
+    "**",
+    "++",
+    "--",
+    "!",
+    "~",
+    "&&",
+    "||",
+    "??",
+    "&",
+    "|",
+    "^",
+    "<<",
+    ">>",
+    ">>>",
+    "+=",
+    "-=",
+    "*=",
+    "/=",
+    "%=",
+    "&=",
+    "|=",
+    "^=",
+    "<<=",
+    ">>=",
+    ">>>=",
+    "**=",
+    "?",
+    ":",
+    "=>",
+    "::",
+    "@",
+  ],
+  key=len,
+  reverse=True,
+)
 
 
 def tokenize(text: str, language: str) -> list[Token]:
@@ -115,8 +173,11 @@ def _number_end(text: str, i: int) -> int:
     i += 1
     while i < n and (text[i].isdigit() or text[i] == "_"):
       i += 1
-  if i < n and text[i] in "eE" and (i + 1 < n and (text[i + 1].isdigit() or (text[i + 1] in "+-" and i + 2 < n
-                                                                            and text[i + 2].isdigit()))):
+  if (
+    i < n
+    and text[i] in "eE"
+    and (i + 1 < n and (text[i + 1].isdigit() or (text[i + 1] in "+-" and i + 2 < n and text[i + 2].isdigit())))
+  ):
     i += 2
     while i < n and text[i].isdigit():
       i += 1
@@ -176,8 +237,33 @@ class Node:
   token: Token | None = None  # token / string / char / name
 
 
-_BINARY = {"||", "&&", "??", "|", "^", "&", "==", "!=", "===", "!==", "<", ">", "<=", ">=", "<<", ">>", ">>>", "+",
-           "-", "*", "/", "%", "**", "instanceof", "in"}
+_BINARY = {
+  "||",
+  "&&",
+  "??",
+  "|",
+  "^",
+  "&",
+  "==",
+  "!=",
+  "===",
+  "!==",
+  "<",
+  ">",
+  "<=",
+  ">=",
+  "<<",
+  ">>",
+  ">>>",
+  "+",
+  "-",
+  "*",
+  "/",
+  "%",
+  "**",
+  "instanceof",
+  "in",
+}
 _ASSIGN = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", ">>>=", "**="}
 _PREFIX = {"-", "+", "!", "~", "++", "--"}
 _JS_PREFIX_WORDS = {"typeof", "void", "delete", "await"}
@@ -299,9 +385,10 @@ class _Parser:
 
   def unary(self) -> Node:
     tok = self.peek()
-    if tok is not None and ((tok.kind == "op" and tok.text in _PREFIX)
-                            or (self.language == "javascript" and tok.kind == "name"
-                                and tok.text in _JS_PREFIX_WORDS)):
+    if tok is not None and (
+      (tok.kind == "op" and tok.text in _PREFIX)
+      or (self.language == "javascript" and tok.kind == "name" and tok.text in _JS_PREFIX_WORDS)
+    ):
       self.take()
       with self.nested():
         operand = self.unary()
@@ -320,13 +407,20 @@ class _Parser:
     if tok.text in _JAVA_PRIMITIVES:
       return True
     j = 2
-    while self.peek(j) is not None and self.peek(j).text in (".", "[", "]") or (
-        self.peek(j) is not None and self.peek(j).kind == "name" and self.peek(j - 1).text == "."):
+    while (
+      self.peek(j) is not None
+      and self.peek(j).text in (".", "[", "]")
+      or (self.peek(j) is not None and self.peek(j).kind == "name" and self.peek(j - 1).text == ".")
+    ):
       j += 1
     nxt = self.peek(j)
     after = self.peek(j + 1)
-    return (nxt is not None and nxt.text == ")" and after is not None
-            and (after.kind in ("name", "number", "string", "char") or after.text == "("))
+    return (
+      nxt is not None
+      and nxt.text == ")"
+      and after is not None
+      and (after.kind in ("name", "number", "string", "char") or after.text == "(")
+    )
 
   def _type_tokens(self) -> list[Token]:
     """A (possibly generic, dotted, array) type's tokens."""
@@ -381,8 +475,14 @@ class _Parser:
           raise SourceSyntaxError(f"expected a member name at {name.start}")
         if self.at("("):
           args, puncts = self.arguments()
-          node = Node("call", node.start, puncts[-1].end, callee=node, arguments=args,
-                      children=[node, self.leaf(dot), self.leaf(name)])
+          node = Node(
+            "call",
+            node.start,
+            puncts[-1].end,
+            callee=node,
+            arguments=args,
+            children=[node, self.leaf(dot), self.leaf(name)],
+          )
           node.token = name
         else:
           node = self.other([node, self.leaf(dot), self.leaf(name)])
@@ -395,8 +495,12 @@ class _Parser:
         open_tok = self.take()
         index = self.expression()
         node = self.other([node, self.leaf(open_tok), index, self.leaf(self.take("]"))])
-      elif self.language == "javascript" and self.peek() is not None and self.peek().kind == "template" \
-          and not self.peek().line_break_before:
+      elif (
+        self.language == "javascript"
+        and self.peek() is not None
+        and self.peek().kind == "template"
+        and not self.peek().line_break_before
+      ):
         node = self.other([node, self.leaf(self.take(), "string")])
       elif self.at("++") or self.at("--"):
         node = self.other([node, self.leaf(self.take())])
@@ -419,8 +523,15 @@ class _Parser:
     if tok.kind == "name":
       if tok.text == "new":
         return self.creation()
-      if self.language == "javascript" and tok.text in ("function", "async") and (self.at("(", 1) or self.at(
-          "function", 1) or (self.peek(1) is not None and self.peek(1).kind == "name" and self.at("(", 2))):
+      if (
+        self.language == "javascript"
+        and tok.text in ("function", "async")
+        and (
+          self.at("(", 1)
+          or self.at("function", 1)
+          or (self.peek(1) is not None and self.peek(1).kind == "name" and self.at("(", 2))
+        )
+      ):
         return self.js_function()
       self.take()
       return self.leaf(tok, "name")
@@ -536,7 +647,7 @@ def _java_render(node: Node, text: str, nested: bool) -> str:
     raw = node.token.text
     return raw if nested else raw[1:-1]
   if node.kind in ("call", "name"):
-    return text[node.start:node.end]
+    return text[node.start : node.end]
   if node.kind == "token":
     return node.token.text
   if node.kind == "array_new":
@@ -556,8 +667,12 @@ def _first_call(node: Any) -> Node | None:
     return None
   if node.kind == "call":
     return node
-  for child in ([node.callee] if node.callee is not None else []) + node.children + node.arguments + (
-      [node.initializer] if node.initializer is not None else []):
+  for child in (
+    ([node.callee] if node.callee is not None else [])
+    + node.children
+    + node.arguments
+    + ([node.initializer] if node.initializer is not None else [])
+  ):
     found = _first_call(child)
     if found is not None:
       return found
@@ -583,14 +698,14 @@ def parse_java(text: str) -> list[dict[str, dict[Any, Any]]] | dict:
   if call is None:
     return {}
   if call.token is not None:
-    name = text[call.callee.start:call.callee.end] + "." + call.token.text
+    name = text[call.callee.start : call.callee.end] + "." + call.token.text
   else:
     name = call.callee.token.text
   arguments: dict[Any, Any] = {}
   for arg in call.arguments:
     if arg.kind == "assign":
       left, right = arg.children[0], arg.children[2]
-      _add(arguments, text[left.start:left.end], _java_render(right, text, False))
+      _add(arguments, text[left.start : left.end], _java_render(right, text, False))
     elif arg.kind == "name" and arg.token.text not in ("true", "false", "null", "this"):
       _add(arguments, None, arg.token.text)
   return [{name: arguments}]
@@ -610,14 +725,14 @@ def parse_js(text: str) -> list[dict[str, dict[Any, Any]]] | None:
     for arg in statement.arguments:
       if arg.kind == "assign":
         left, right = arg.children[0], arg.children[2]
-        value = text[right.start:right.end]
+        value = text[right.start : right.end]
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
           value = value[1:-1]
         elif len(value) == 1 and value in "\"'":
           value = ""
-        _add(arguments, text[left.start:left.end], value)
+        _add(arguments, text[left.start : left.end], value)
       elif arg.kind == "name" and arg.token.text not in ("false", "null", "undefined", "this"):
         _add(arguments, None, arg.token.text)
     end = statement.token.end if statement.token is not None else statement.callee.end
-    return [{text[statement.start:end]: arguments}]
+    return [{text[statement.start : end]: arguments}]
   return None

@@ -41,11 +41,13 @@ def _finder(tag: str, ignore_case: bool):
       return (i, i + len(tag)) if i >= 0 else (-1, -1)
     match = pattern.search(text, start)
     return match.span() if match else (-1, -1)
+
   return find
 
 
-def tag_spans(text: str, open_tag: str, close_tag: str, ignore_case: bool = False,
-              to_end: bool = False) -> list[tuple[int, int, int, int]]:
+def tag_spans(
+  text: str, open_tag: str, close_tag: str, ignore_case: bool = False, to_end: bool = False
+) -> list[tuple[int, int, int, int]]:
   """(open start, content start, content end, close end) of each block (module docstring); one pass, O(len(text))."""
   find_open, find_close = _finder(open_tag, ignore_case), _finder(close_tag, ignore_case)
   spans, pos = [], 0
@@ -62,14 +64,16 @@ def tag_spans(text: str, open_tag: str, close_tag: str, ignore_case: bool = Fals
     pos = after
 
 
-def tag_contents(text: str, open_tag: str, close_tag: str, ignore_case: bool = False,
-                 to_end: bool = False) -> list[str]:
+def tag_contents(
+  text: str, open_tag: str, close_tag: str, ignore_case: bool = False, to_end: bool = False
+) -> list[str]:
   """The contents of the blocks of `tag_spans` (the groups that `re.findall(r"<tag>(.*?)</tag>")` returns)."""
   return [text[c:e] for _, c, e, _ in tag_spans(text, open_tag, close_tag, ignore_case, to_end)]
 
 
-def remove_tag_blocks(text: str, open_tag: str, close_tag: str, ignore_case: bool = False, to_end: bool = False,
-                      replacement: str = "") -> str:
+def remove_tag_blocks(
+  text: str, open_tag: str, close_tag: str, ignore_case: bool = False, to_end: bool = False, replacement: str = ""
+) -> str:
   """`text` with each block of `tag_spans` (tags included) replaced by `replacement`."""
   pieces, pos = [], 0
   for start, _, _, after in tag_spans(text, open_tag, close_tag, ignore_case, to_end):

@@ -30,14 +30,28 @@ import operator
 import re
 from typing import Any, Iterable, Mapping
 
-from genenv_jax.benchmarks.parsing.source_scan import (bracket_end, keyword_pieces, remove_tag_blocks, safe_literal_eval,
-                                            split_top_level, tag_contents, unquote)
+from genenv_jax.benchmarks.parsing.source_scan import (
+  bracket_end,
+  keyword_pieces,
+  remove_tag_blocks,
+  safe_literal_eval,
+  split_top_level,
+  tag_contents,
+  unquote,
+)
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)\n?```$", re.DOTALL)
 _API_REQUEST = re.compile(r"API-Request:[ \t]*(.*)")
 _REQUEST_CALL = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*\((.*)\)\s*$", re.DOTALL)
-_BIN_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_BIN_OPS = {
+  ast.Add: operator.add,
+  ast.Sub: operator.sub,
+  ast.Mult: operator.mul,
+  ast.Div: operator.truediv,
+  ast.FloorDiv: operator.floordiv,
+  ast.Mod: operator.mod,
+  ast.Pow: operator.pow,
+}
 _MAX_TEXT = 200_000  # longer outputs are not tool calls; guards ast against pathological input
 
 

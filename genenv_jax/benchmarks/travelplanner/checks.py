@@ -30,8 +30,14 @@ import dataclasses
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from genenv_jax.benchmarks.travelplanner import fields as tf
-from genenv_jax.benchmarks.travelplanner.database import (Database, Flight, distance_cost, find_accommodations,
-                                                       find_attraction, find_restaurant)
+from genenv_jax.benchmarks.travelplanner.database import (
+  Database,
+  Flight,
+  distance_cost,
+  find_accommodations,
+  find_attraction,
+  find_restaurant,
+)
 from genenv_jax.benchmarks.travelplanner.query import TravelQuery
 
 Plan = Sequence[Mapping[str, Any]]
@@ -57,7 +63,7 @@ class PlanContext:
 
 
 def _days(ctx: PlanContext, plan: Plan) -> Sequence[Mapping[str, Any]]:
-  return plan[:min(ctx.query.days, len(plan))]
+  return plan[: min(ctx.query.days, len(plan))]
 
 
 def _route_cities(ctx: PlanContext, plan: Plan) -> tuple[list[str], Verdict | None]:
@@ -281,14 +287,14 @@ def complete_information(ctx: PlanContext, plan: Plan) -> Verdict:
 
 
 COMMONSENSE_CHECKS: Mapping[str, Callable[[PlanContext, Plan], Verdict]] = {
-    "reasonable_city_route": reasonable_city_route,
-    "diverse_restaurants": diverse_restaurants,
-    "diverse_attractions": diverse_attractions,
-    "minimum_nights_stay": minimum_nights_stay,
-    "non_conflicting_transportation": non_conflicting_transportation,
-    "within_current_city": within_current_city,
-    "within_sandbox": within_sandbox,
-    "complete_information": complete_information,
+  "reasonable_city_route": reasonable_city_route,
+  "diverse_restaurants": diverse_restaurants,
+  "diverse_attractions": diverse_attractions,
+  "minimum_nights_stay": minimum_nights_stay,
+  "non_conflicting_transportation": non_conflicting_transportation,
+  "within_current_city": within_current_city,
+  "within_sandbox": within_sandbox,
+  "complete_information": complete_information,
 }
 
 

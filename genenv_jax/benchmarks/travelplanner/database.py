@@ -98,13 +98,23 @@ def _group_by_city(records: Sequence[Any]) -> dict[str, tuple[Any, ...]]:
 def load_database(data_dir: str | pathlib.Path) -> Database:
   """Reads the sandbox tables from `<data_dir>/travelplanner/database/`."""
   root = pathlib.Path(data_dir).joinpath(*DATABASE_DIR)
-  restaurants = [Restaurant(r["Name"], r["City"], r["Cuisines"], float(r["Average Cost"]))
-                 for r in _read_complete_rows(root.joinpath(*RESTAURANTS_CSV))]
+  restaurants = [
+    Restaurant(r["Name"], r["City"], r["Cuisines"], float(r["Average Cost"]))
+    for r in _read_complete_rows(root.joinpath(*RESTAURANTS_CSV))
+  ]
   attractions = [Attraction(r["Name"], r["City"]) for r in _read_complete_rows(root.joinpath(*ATTRACTIONS_CSV))]
   accommodations = [
-      Accommodation(r["NAME"], r["city"], r["room type"], float(r["price"]), float(r["minimum nights"]),
-                    float(r["maximum occupancy"]), r["house_rules"])
-      for r in _read_complete_rows(root.joinpath(*ACCOMMODATIONS_CSV))]
+    Accommodation(
+      r["NAME"],
+      r["city"],
+      r["room type"],
+      float(r["price"]),
+      float(r["minimum nights"]),
+      float(r["maximum occupancy"]),
+      r["house_rules"],
+    )
+    for r in _read_complete_rows(root.joinpath(*ACCOMMODATIONS_CSV))
+  ]
   distances_path = root.joinpath(*DISTANCES_CSV)
   if not distances_path.is_file():
     raise FileNotFoundError(f"TravelPlanner database file not found: {distances_path}")
@@ -115,10 +125,10 @@ def load_database(data_dir: str | pathlib.Path) -> Database:
   city_path = root.joinpath(*CITY_STATES_TXT)
   if not city_path.is_file():
     raise FileNotFoundError(f"TravelPlanner database file not found: {city_path}")
-  city_states = dict(line.split("\t", 1) for line in city_path.read_text(encoding="utf-8").splitlines()
-                     if "\t" in line)
-  return Database(_group_by_city(restaurants), _group_by_city(attractions), _group_by_city(accommodations),
-                  distances, city_states)
+  city_states = dict(line.split("\t", 1) for line in city_path.read_text(encoding="utf-8").splitlines() if "\t" in line)
+  return Database(
+    _group_by_city(restaurants), _group_by_city(attractions), _group_by_city(accommodations), distances, city_states
+  )
 
 
 def _matching(rows_by_city: Mapping[str, tuple[Any, ...]], name: str, city: str) -> tuple[Any, ...]:
@@ -168,9 +178,17 @@ def flights_from_reference(reference_info: Mapping[str, Any]) -> tuple[Flight, .
     if not key.startswith("Flight from") or not isinstance(value, list):
       continue  # "There is no flight from A to B on DATE." is a string
     for row in value:
-      flights.append(Flight(str(row["Flight Number"]), float(row["Price"]), str(row["OriginCityName"]),
-                            str(row["DestCityName"]), str(row["FlightDate"]), str(row["DepTime"]),
-                            str(row["ArrTime"])))
+      flights.append(
+        Flight(
+          str(row["Flight Number"]),
+          float(row["Price"]),
+          str(row["OriginCityName"]),
+          str(row["DestCityName"]),
+          str(row["FlightDate"]),
+          str(row["DepTime"]),
+          str(row["ArrTime"]),
+        )
+      )
   return tuple(flights)
 
 

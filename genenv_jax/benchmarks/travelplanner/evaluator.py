@@ -33,23 +33,29 @@ import json
 import pathlib
 from typing import Any, Mapping, Sequence
 
-from genenv_jax.tasks.benchmark import EvalItem, ItemResult
 from genenv_jax.benchmarks.travelplanner.checks import COMMONSENSE_CHECKS, Plan, PlanContext, commonsense_verdicts
 from genenv_jax.benchmarks.travelplanner.database import flights_from_reference, load_database, load_reference_infos
 from genenv_jax.benchmarks.travelplanner.hard import HARD_CHECKS, hard_verdicts
 from genenv_jax.benchmarks.travelplanner.plan import parse_plan, plan_to_text
 from genenv_jax.benchmarks.travelplanner.query import TRAIN_CONSTRAINTS_PATH, TravelQuery, load_train_queries
+from genenv_jax.tasks.benchmark import EvalItem, ItemResult
 
 SPLIT = "train"
 UNSCORABLE_SPLITS: Mapping[str, str] = {
-    "validation": "its reference information (flights) and structured constraints are not shipped",
-    "test": "its gold plans and constraints are hidden behind the official leaderboard"}
+  "validation": "its reference information (flights) and structured constraints are not shipped",
+  "test": "its gold plans and constraints are hidden behind the official leaderboard",
+}
 SOLE_PLANNING_FILE = ("travelplanner", "finetuning_data", "std_travelplanner.jsonl")
 GATING_CHECKS = ("complete_information", "within_sandbox")
-HARD_TO_LOCAL_KEY: Mapping[str, str] = {"room_rule": "house rule", "cuisine": "cuisine", "room_type": "room type",
-                                        "transportation": "transportation"}
+HARD_TO_LOCAL_KEY: Mapping[str, str] = {
+  "room_rule": "house rule",
+  "cuisine": "cuisine",
+  "room_type": "room type",
+  "transportation": "transportation",
+}
 
-FORMAT_INSTRUCTION = "\n".join([
+FORMAT_INSTRUCTION = "\n".join(
+  [
     "Output format: give the whole plan as a JSON list inside one ```json fenced block, one object per day, with "
     "exactly these keys:",
     '"days" (1, 2, ...), "current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", '
@@ -62,7 +68,8 @@ FORMAT_INSTRUCTION = "\n".join([
     '- "attraction": "Name, City;" for each attraction, every one ending with ";", or "-".',
     'Write "-" for anything unnecessary, e.g. after returning to the departure city. Write cities as in the given '
     'information (e.g. "Dallas(Texas)" or "Dallas").',
-])
+  ]
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,9 +97,16 @@ def evaluate_plan(ctx: PlanContext, plan: Plan | None) -> dict[str, Any]:
   """One plan's verdicts by the official flow (module docstring), as a JSON-friendly detail dict."""
   local = ctx.query.local_constraint
   applies = {name: name not in HARD_TO_LOCAL_KEY or local[HARD_TO_LOCAL_KEY[name]] is not None for name in HARD_CHECKS}
-  detail: dict[str, Any] = {"delivered": plan is not None, "commonsense": None, "hard": None,
-                            "hard_applicable": sum(applies.values()), "hard_applies": applies,
-                            "commonsense_pass": False, "hard_pass": False, "failures": {}}
+  detail: dict[str, Any] = {
+    "delivered": plan is not None,
+    "commonsense": None,
+    "hard": None,
+    "hard_applicable": sum(applies.values()),
+    "hard_applies": applies,
+    "commonsense_pass": False,
+    "hard_pass": False,
+    "failures": {},
+  }
   if plan is None:
     return detail
   commonsense = commonsense_verdicts(ctx, plan)
@@ -117,15 +131,16 @@ def travelplanner_metrics(details: Sequence[Mapping[str, Any]]) -> dict[str, flo
   hard_passed = sum(sum(v is True for v in d["hard"].values()) for d in details if d["hard"] is not None)
   hard_total = sum(int(d["hard_applicable"]) for d in details)
   metrics = {
-      "delivery_rate": _rate(sum(bool(d["delivered"]) for d in details), n),
-      "commonsense_micro": _rate(commonsense_passed, len(COMMONSENSE_CHECKS) * n),
-      "commonsense_macro": _rate(sum(bool(d["commonsense_pass"]) for d in details), n),
-      "hard_micro": _rate(hard_passed, hard_total),
-      "hard_macro": _rate(sum(bool(d["hard_pass"]) for d in details), n),
-      "final_pass_rate": _rate(sum(bool(d["commonsense_pass"] and d["hard_pass"]) for d in details), n),
+    "delivery_rate": _rate(sum(bool(d["delivered"]) for d in details), n),
+    "commonsense_micro": _rate(commonsense_passed, len(COMMONSENSE_CHECKS) * n),
+    "commonsense_macro": _rate(sum(bool(d["commonsense_pass"]) for d in details), n),
+    "hard_micro": _rate(hard_passed, hard_total),
+    "hard_macro": _rate(sum(bool(d["hard_pass"]) for d in details), n),
+    "final_pass_rate": _rate(sum(bool(d["commonsense_pass"] and d["hard_pass"]) for d in details), n),
   }
-  metrics["paper_score"] = (metrics["commonsense_micro"] + metrics["commonsense_macro"] + metrics["hard_micro"]
-                            + metrics["hard_macro"]) / 4.0
+  metrics["paper_score"] = (
+    metrics["commonsense_micro"] + metrics["commonsense_macro"] + metrics["hard_micro"] + metrics["hard_macro"]
+  ) / 4.0
   for name in COMMONSENSE_CHECKS:
     metrics[f"commonsense/{name}"] = _rate(sum(bool(d["commonsense"] and d["commonsense"][name]) for d in details), n)
   for name in HARD_CHECKS:
@@ -148,8 +163,9 @@ class TravelPlannerBenchmark:
   def load_items(self, data_dir: str, split: str | None = None, limit: int | None = None) -> list[EvalItem]:
     """The train queries as items; raises ValueError naming an unknown or unscorable split, or a bad limit."""
     if split in UNSCORABLE_SPLITS:
-      raise ValueError(f"travelplanner split {split!r} cannot be scored here: {UNSCORABLE_SPLITS[split]}; "
-                       f"use split {SPLIT!r}")
+      raise ValueError(
+        f"travelplanner split {split!r} cannot be scored here: {UNSCORABLE_SPLITS[split]}; use split {SPLIT!r}"
+      )
     if split is not None and split != SPLIT:
       raise ValueError(f"travelplanner has no split {split!r}; its only split is {SPLIT!r}")
     if limit is not None and limit < 0:
@@ -158,8 +174,10 @@ class TravelPlannerBenchmark:
     references = load_reference_infos(data_dir)
     queries = load_train_queries(self.constraints_path)
     if not len(conversations) == len(references) == len(queries):
-      raise ValueError(f"TravelPlanner train files disagree: {len(conversations)} prompts, {len(references)} "
-                       f"reference infos, {len(queries)} constraint annotations")
+      raise ValueError(
+        f"TravelPlanner train files disagree: {len(conversations)} prompts, {len(references)} "
+        f"reference infos, {len(queries)} constraint annotations"
+      )
     database = load_database(data_dir)
     count = len(queries) if limit is None else min(limit, len(queries))
     items = []
@@ -167,10 +185,18 @@ class TravelPlannerBenchmark:
       system, user, assistant = conversations[i]
       gold_plan = tuple(day for day in ast.literal_eval(assistant["content"]) if day)
       context = PlanContext(queries[i], database, flights_from_reference(references[i]))
-      messages = ({"role": "system", "content": system["content"].rstrip() + "\n\n" + FORMAT_INSTRUCTION},
-                  {"role": "user", "content": user["content"]})
-      items.append(EvalItem(id=f"travelplanner-train-{i}", split=SPLIT, messages=messages,
-                            gold=TravelPlannerGold(queries[i], gold_plan, context)))
+      messages = (
+        {"role": "system", "content": system["content"].rstrip() + "\n\n" + FORMAT_INSTRUCTION},
+        {"role": "user", "content": user["content"]},
+      )
+      items.append(
+        EvalItem(
+          id=f"travelplanner-train-{i}",
+          split=SPLIT,
+          messages=messages,
+          gold=TravelPlannerGold(queries[i], gold_plan, context),
+        )
+      )
     return items
 
   def score(self, item: EvalItem, output: str) -> ItemResult:
@@ -178,8 +204,9 @@ class TravelPlannerBenchmark:
     gold: TravelPlannerGold = item.gold
     detail = evaluate_plan(gold.context, parse_plan(output))
     detail["level"] = gold.query.level
-    passed = (sum(detail["commonsense"].values()) if detail["commonsense"] else 0) + \
-        (sum(v is True for v in detail["hard"].values()) if detail["hard"] else 0)
+    passed = (sum(detail["commonsense"].values()) if detail["commonsense"] else 0) + (
+      sum(v is True for v in detail["hard"].values()) if detail["hard"] else 0
+    )
     score = passed / (len(COMMONSENSE_CHECKS) + detail["hard_applicable"])
     correct = bool(detail["commonsense_pass"] and detail["hard_pass"])
     return ItemResult(item.id, item.split, correct, float(score), detail)

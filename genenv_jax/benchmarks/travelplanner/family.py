@@ -41,27 +41,43 @@ from typing import Any
 
 import numpy as np
 
-from genenv_jax.tasks.benchmark import EvalItem
-from genenv_jax.tasks.text_domain import ParsedTask
-from genenv_jax.benchmarks.travelplanner.evaluator import FORMAT_INSTRUCTION, TravelPlannerBenchmark, TravelPlannerGold
 from genenv_jax.benchmarks.travelplanner.checks import PlanContext
-from genenv_jax.benchmarks.travelplanner.database import (Database, distance_cost, find_accommodations,
-                                                       find_restaurant, load_database)
+from genenv_jax.benchmarks.travelplanner.database import (
+  Database,
+  distance_cost,
+  find_accommodations,
+  find_restaurant,
+  load_database,
+)
+from genenv_jax.benchmarks.travelplanner.evaluator import FORMAT_INSTRUCTION, TravelPlannerBenchmark, TravelPlannerGold
 from genenv_jax.benchmarks.travelplanner.hard import HOUSE_RULE_BANS, total_cost
 from genenv_jax.benchmarks.travelplanner.plan import plan_to_text
-from genenv_jax.benchmarks.travelplanner.query import (HOUSE_RULES, LOCAL_KEYS, ROOM_TYPES, TRANSPORTATION_RULES,
-                                                    TravelQuery, query_from_json)
+from genenv_jax.benchmarks.travelplanner.query import (
+  HOUSE_RULES,
+  LOCAL_KEYS,
+  ROOM_TYPES,
+  TRANSPORTATION_RULES,
+  TravelQuery,
+  query_from_json,
+)
+from genenv_jax.tasks.benchmark import EvalItem
+from genenv_jax.tasks.text_domain import ParsedTask
 
 DAYS, REF_ROWS, MAX_BUDGET = 3, 8, 50_000
 TRIP_KEYS = ("org", "dest", "date", "people_number", "budget", "local_constraint")
 _SCORER = TravelPlannerBenchmark()
-ROOM_OK = {"not shared room": lambda t: t != "Shared room", "shared room": lambda t: t == "Shared room",
-           "private room": lambda t: t == "Private room", "entire room": lambda t: t == "Entire home/apt"}
+ROOM_OK = {
+  "not shared room": lambda t: t != "Shared room",
+  "shared room": lambda t: t == "Shared room",
+  "private room": lambda t: t == "Private room",
+  "entire room": lambda t: t == "Entire home/apt",
+}
 SYSTEM_PROMPT = (
-    "You are a proficient planner. Based on the provided information and query, give a detailed plan with "
-    "restaurant, attraction and accommodation names. All information in your plan must come from the provided "
-    "data and align with commonsense. '-' marks information that is unnecessary, e.g. after returning to the "
-    "departure city.\n\n" + FORMAT_INSTRUCTION)
+  "You are a proficient planner. Based on the provided information and query, give a detailed plan with "
+  "restaurant, attraction and accommodation names. All information in your plan must come from the provided "
+  "data and align with commonsense. '-' marks information that is unnecessary, e.g. after returning to the "
+  "departure city.\n\n" + FORMAT_INSTRUCTION
+)
 
 
 def write_task(trip: dict[str, Any]) -> str:
@@ -97,14 +113,18 @@ def plan_trip(db: Database, q: TravelQuery) -> list[dict[str, Any]] | None:
   there, back = _drive(db, q.org, q.dest, local["transportation"]), _drive(db, q.dest, q.org, local["transportation"])
   if there is None or back is None or len(attr) < 3:
     return None
-  stays = [a for a in acc if a.minimum_nights <= DAYS - 1
-           and ROOM_OK.get(local["room type"], lambda t: True)(a.room_type)
-           and (local["house rule"] is None or HOUSE_RULE_BANS[local["house rule"]] not in a.house_rules)]
+  stays = [
+    a
+    for a in acc
+    if a.minimum_nights <= DAYS - 1
+    and ROOM_OK.get(local["room type"], lambda t: True)(a.room_type)
+    and (local["house rule"] is None or HOUSE_RULE_BANS[local["house rule"]] not in a.house_rules)
+  ]
   if not stays:
     return None
   stay = min(stays, key=lambda a: a.price * math.ceil(q.people_number / a.maximum_occupancy))
   wanted = list(local["cuisine"] or ())
-  first = [r for c in wanted for r in rest if c in r.cuisines][:len(wanted)]
+  first = [r for c in wanted for r in rest if c in r.cuisines][: len(wanted)]
   meals = list(dict.fromkeys(first + sorted(rest, key=lambda r: r.average_cost)))[:6]
   if len(meals) < 6:
     return None
@@ -112,19 +132,46 @@ def plan_trip(db: Database, q: TravelQuery) -> list[dict[str, Any]] | None:
   a = [f"{name}, {q.dest};" for name in attr]
   home = f"{stay.name}, {q.dest}"
   return [
-      {"days": 1, "current_city": f"from {q.org} to {q.dest}", "transportation": there, "breakfast": "-",
-       "attraction": a[0], "lunch": m[0], "dinner": m[1], "accommodation": home},
-      {"days": 2, "current_city": q.dest, "transportation": "-", "breakfast": m[2], "attraction": a[1],
-       "lunch": m[3], "dinner": m[4], "accommodation": home},
-      {"days": 3, "current_city": f"from {q.dest} to {q.org}", "transportation": back, "breakfast": m[5],
-       "attraction": a[2], "lunch": "-", "dinner": "-", "accommodation": "-"}]
+    {
+      "days": 1,
+      "current_city": f"from {q.org} to {q.dest}",
+      "transportation": there,
+      "breakfast": "-",
+      "attraction": a[0],
+      "lunch": m[0],
+      "dinner": m[1],
+      "accommodation": home,
+    },
+    {
+      "days": 2,
+      "current_city": q.dest,
+      "transportation": "-",
+      "breakfast": m[2],
+      "attraction": a[1],
+      "lunch": m[3],
+      "dinner": m[4],
+      "accommodation": home,
+    },
+    {
+      "days": 3,
+      "current_city": f"from {q.dest} to {q.org}",
+      "transportation": back,
+      "breakfast": m[5],
+      "attraction": a[2],
+      "lunch": "-",
+      "dinner": "-",
+      "accommodation": "-",
+    },
+  ]
 
 
 def query_text(q: TravelQuery) -> str:
   local = q.local_constraint
-  parts = [f"Please plan a {q.days}-day trip for {q.people_number} "
-           f"{'person' if q.people_number == 1 else 'people'} from {q.org} to {q.dest}, from {q.date[0]} to "
-           f"{q.date[-1]}, with a budget of ${q.budget:g}."]
+  parts = [
+    f"Please plan a {q.days}-day trip for {q.people_number} "
+    f"{'person' if q.people_number == 1 else 'people'} from {q.org} to {q.dest}, from {q.date[0]} to "
+    f"{q.date[-1]}, with a budget of ${q.budget:g}."
+  ]
   if local["house rule"]:
     parts.append(f"The accommodation must allow {local['house rule']}.")
   if local["room type"]:
@@ -142,12 +189,18 @@ def reference_text(db: Database, q: TravelQuery) -> str:
   for org, dest in ((q.org, q.dest), (q.dest, q.org)):
     duration, distance = db.distances[(org, dest)]
     for mode, label in (("self-driving", "Self-driving"), ("taxi", "Taxi")):
-      lines.append(f"{label} from {org} to {dest}, duration: {duration}, distance: {distance}, cost: "
-                   f"{distance_cost(db, org, dest, mode)}")
-  lines.append(f"Accommodations in {q.dest} (name | price per night | room type | house rules | minimum nights | "
-               "maximum occupancy):")
-  lines += [f"{x.name} | {x.price:g} | {x.room_type} | {x.house_rules} | {x.minimum_nights:g} | "
-            f"{x.maximum_occupancy:g}" for x in acc]
+      lines.append(
+        f"{label} from {org} to {dest}, duration: {duration}, distance: {distance}, cost: "
+        f"{distance_cost(db, org, dest, mode)}"
+      )
+  lines.append(
+    f"Accommodations in {q.dest} (name | price per night | room type | house rules | minimum nights | "
+    "maximum occupancy):"
+  )
+  lines += [
+    f"{x.name} | {x.price:g} | {x.room_type} | {x.house_rules} | {x.minimum_nights:g} | {x.maximum_occupancy:g}"
+    for x in acc
+  ]
   lines.append(f"Restaurants in {q.dest} (name | average cost | cuisines):")
   lines += [f"{r.name} | {r.average_cost:g} | {r.cuisines}" for r in rest]
   lines.append(f"Attractions in {q.dest}: " + "; ".join(attr))
@@ -163,9 +216,10 @@ class TravelPlannerTasks:
   seed: int = 0
   name: str = "travelplanner"
   env_instruction: str = (
-      "You write travel-planning requests. Write one line 'Trip: <JSON with org, dest, date (3 consecutive "
-      "YYYY-MM-DD dates), people_number, budget, local_constraint {house rule, cuisine, room type, "
-      "transportation}>' for a 3-day round trip. Nothing else.")
+    "You write travel-planning requests. Write one line 'Trip: <JSON with org, dest, date (3 consecutive "
+    "YYYY-MM-DD dates), people_number, budget, local_constraint {house rule, cuisine, room type, "
+    "transportation}>' for a 3-day round trip. Nothing else."
+  )
 
   @functools.cached_property
   def db(self) -> Database:
@@ -174,22 +228,32 @@ class TravelPlannerTasks:
   def seed_texts(self, data_dir: pathlib.Path) -> list[str]:
     db, rng = self.db, np.random.default_rng(self.seed)
     cities = {c for c in db.city_states if c in db.accommodations and c in db.restaurants}
-    pairs = sorted((o, d) for o, d in db.distances if o != d and o in db.city_states and d in cities
-                   and (d, o) in db.distances)
+    pairs = sorted(
+      (o, d) for o, d in db.distances if o != d and o in db.city_states and d in cities and (d, o) in db.distances
+    )
     out = []
     for _ in range(self.num_candidates):
       org, dest = pairs[int(rng.integers(0, len(pairs)))]
       start = datetime.date(2022, 3, 1) + datetime.timedelta(days=int(rng.integers(0, 28)))
       local: dict[str, Any] = {k: None for k in LOCAL_KEYS}
-      for key, options in (("house rule", HOUSE_RULES), ("room type", ROOM_TYPES),
-                           ("transportation", TRANSPORTATION_RULES)):
+      for key, options in (
+        ("house rule", HOUSE_RULES),
+        ("room type", ROOM_TYPES),
+        ("transportation", TRANSPORTATION_RULES),
+      ):
         if rng.random() < 0.25:
           local[key] = str(options[int(rng.integers(0, len(options)))])
       if rng.random() < 0.25 and db.restaurants.get(dest):
         cuisines = reference_rows(db, dest)[1][0].cuisines.split(", ") if reference_rows(db, dest)[1] else []
         local["cuisine"] = cuisines[:1] or None
-      trip = {"org": org, "dest": dest, "date": [str(start + datetime.timedelta(days=d)) for d in range(DAYS)],
-              "people_number": int(rng.integers(1, 4)), "budget": MAX_BUDGET, "local_constraint": local}
+      trip = {
+        "org": org,
+        "dest": dest,
+        "date": [str(start + datetime.timedelta(days=d)) for d in range(DAYS)],
+        "people_number": int(rng.integers(1, 4)),
+        "budget": MAX_BUDGET,
+        "local_constraint": local,
+      }
       query = self._query(trip)
       plan = None if query is None else plan_trip(db, query)
       if plan is None:
@@ -204,8 +268,13 @@ class TravelPlannerTasks:
     if not isinstance(local, dict):
       return None
     n_local = sum(v is not None for v in local.values())
-    record = {"idx": 0, "days": DAYS, "visiting_city_number": 1, "level": ("easy", "medium", "hard")[min(n_local, 2)],
-              **{k: trip[k] for k in TRIP_KEYS}}
+    record = {
+      "idx": 0,
+      "days": DAYS,
+      "visiting_city_number": 1,
+      "level": ("easy", "medium", "hard")[min(n_local, 2)],
+      **{k: trip[k] for k in TRIP_KEYS},
+    }
     try:
       q = query_from_json(record, "trip")
       days = [datetime.date.fromisoformat(d) for d in q.date]
@@ -223,7 +292,7 @@ class TravelPlannerTasks:
     if not isinstance(text, str) or "\n" in text.strip() or not text.strip().startswith("Trip: "):
       return None
     try:
-      trip = json.loads(text.strip()[len("Trip: "):])
+      trip = json.loads(text.strip()[len("Trip: ") :])
     except (ValueError, RecursionError):
       return None
     if not isinstance(trip, dict) or set(trip) != set(TRIP_KEYS):
@@ -236,15 +305,16 @@ class TravelPlannerTasks:
     detail = _SCORER.score(EvalItem("check", "train", (), TravelPlannerGold(q, tuple(plan), ctx)), plan_to_text(plan))
     if not detail.correct:
       return None
-    messages = ({"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": f"Given information:\n{reference_text(self.db, q)}\n\nQuery: "
-                                            f"{query_text(q)}"})
+    messages = (
+      {"role": "system", "content": SYSTEM_PROMPT},
+      {"role": "user", "content": f"Given information:\n{reference_text(self.db, q)}\n\nQuery: {query_text(q)}"},
+    )
     tight = total_cost(ctx, plan) > 0.8 * q.budget
     difficulty = sum(v is not None for v in q.local_constraint.values()) + q.people_number + int(tight)
     return ParsedTask(messages, write_task(trip), float(difficulty))
 
   def _gold(self, gold: str) -> tuple[TravelQuery, PlanContext] | None:
-    trip = json.loads(gold[len("Trip: "):])
+    trip = json.loads(gold[len("Trip: ") :])
     q = self._query(trip)
     return None if q is None else (q, PlanContext(q, self.db, ()))
 

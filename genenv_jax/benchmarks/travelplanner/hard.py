@@ -33,13 +33,17 @@ from genenv_jax.benchmarks.travelplanner.checks import PASS, Plan, PlanContext, 
 from genenv_jax.benchmarks.travelplanner.database import distance_cost, find_accommodations, find_restaurant
 
 HOUSE_RULE_BANS: Mapping[str, str] = {
-    "smoking": "No smoking", "parties": "No parties", "children under 10": "No children under 10",
-    "visitors": "No visitors", "pets": "No pets"}
+  "smoking": "No smoking",
+  "parties": "No parties",
+  "children under 10": "No children under 10",
+  "visitors": "No visitors",
+  "pets": "No pets",
+}
 NOT_APPLICABLE = Verdict(None)
 
 
 def _days(ctx: PlanContext, plan: Plan) -> Plan:
-  return plan[:min(ctx.query.days, len(plan))]
+  return plan[: min(ctx.query.days, len(plan))]
 
 
 def _transport_cost(ctx: PlanContext, unit: Mapping[str, Any]) -> float:
@@ -132,8 +136,12 @@ def room_type(ctx: PlanContext, plan: Plan) -> Verdict:
       if not rows:
         continue
       actual = rows[0].room_type
-      ok = {"not shared room": actual != "Shared room", "shared room": actual == "Shared room",
-            "private room": actual == "Private room", "entire room": actual == "Entire home/apt"}.get(wanted, True)
+      ok = {
+        "not shared room": actual != "Shared room",
+        "shared room": actual == "Shared room",
+        "private room": actual == "Private room",
+        "entire room": actual == "Entire home/apt",
+      }.get(wanted, True)
       if not ok:
         return Verdict(False, f"The room type should be {wanted}.")
   return PASS
@@ -153,11 +161,11 @@ def transportation(ctx: PlanContext, plan: Plan) -> Verdict:
 
 
 HARD_CHECKS: Mapping[str, Callable[[PlanContext, Plan], Verdict]] = {
-    "cuisine": cuisine,
-    "room_rule": room_rule,
-    "transportation": transportation,
-    "room_type": room_type,
-    "budget": budget,
+  "cuisine": cuisine,
+  "room_rule": room_rule,
+  "transportation": transportation,
+  "room_type": room_type,
+  "budget": budget,
 }
 
 

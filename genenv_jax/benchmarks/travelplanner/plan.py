@@ -65,7 +65,7 @@ def parse_plan(output: str) -> list[dict[str, Any]] | None:
     if plan is not None:
       return plan
   if starts and "]" in output:
-    return _as_plan(_decode(output[starts[0]:output.rindex("]") + 1]))
+    return _as_plan(_decode(output[starts[0] : output.rindex("]") + 1]))
   return None
 
 

@@ -7,8 +7,8 @@ day), `people_number`, `budget` (dollars), `level` (easy / medium / hard) and `l
 (entire room, private room, shared room, not shared room) and "transportation" (no flight, no self-driving), each
 None when the query sets no such constraint.
 
-Those fields ship in no file of the travelplanner dataset for the 45 train queries, so they were transcribed from the query
-texts into `data/travelplanner_train_constraints.json` (see tests/test_travelplanner.py for the checks against the
+Those fields ship in no file of the travelplanner dataset for the 45 train queries, so they were transcribed from the
+query texts into `data/travelplanner_train_constraints.json` (see tests/test_travelplanner.py for the checks against the
 texts and the gold plans).
 """
 
@@ -56,8 +56,18 @@ def _require(condition: bool, where: str, message: str) -> None:
 
 def query_from_json(record: Mapping[str, Any], where: str = "query") -> TravelQuery:
   """Validates one annotation record and builds a TravelQuery; raises ValueError naming the bad field."""
-  for key in ("idx", "org", "dest", "days", "visiting_city_number", "date", "people_number", "budget", "level",
-              "local_constraint"):
+  for key in (
+    "idx",
+    "org",
+    "dest",
+    "days",
+    "visiting_city_number",
+    "date",
+    "people_number",
+    "budget",
+    "level",
+    "local_constraint",
+  ):
     _require(key in record, where, f"missing field {key!r}")
   days, dates = record["days"], record["date"]
   _require(isinstance(days, int) and days > 0, where, f"'days' must be a positive int, got {days!r}")
@@ -67,27 +77,53 @@ def query_from_json(record: Mapping[str, Any], where: str = "query") -> TravelQu
       datetime.date.fromisoformat(d)
     except (TypeError, ValueError):
       raise ValueError(f"{where}: 'date' entry {d!r} is not YYYY-MM-DD") from None
-  _require(isinstance(record["people_number"], int) and record["people_number"] > 0, where,
-           f"'people_number' must be a positive int, got {record['people_number']!r}")
-  _require(isinstance(record["budget"], (int, float)) and record["budget"] > 0, where,
-           f"'budget' must be a positive number, got {record['budget']!r}")
+  _require(
+    isinstance(record["people_number"], int) and record["people_number"] > 0,
+    where,
+    f"'people_number' must be a positive int, got {record['people_number']!r}",
+  )
+  _require(
+    isinstance(record["budget"], (int, float)) and record["budget"] > 0,
+    where,
+    f"'budget' must be a positive number, got {record['budget']!r}",
+  )
   _require(record["level"] in LEVELS, where, f"'level' must be one of {LEVELS}, got {record['level']!r}")
   local = record["local_constraint"]
-  _require(isinstance(local, dict) and set(local) == set(LOCAL_KEYS), where,
-           f"'local_constraint' must have exactly the keys {LOCAL_KEYS}, got {local!r}")
+  _require(
+    isinstance(local, dict) and set(local) == set(LOCAL_KEYS),
+    where,
+    f"'local_constraint' must have exactly the keys {LOCAL_KEYS}, got {local!r}",
+  )
   _require(local["house rule"] in (None, *HOUSE_RULES), where, f"bad house rule {local['house rule']!r}")
   _require(local["room type"] in (None, *ROOM_TYPES), where, f"bad room type {local['room type']!r}")
-  _require(local["transportation"] in (None, *TRANSPORTATION_RULES), where,
-           f"bad transportation rule {local['transportation']!r}")
+  _require(
+    local["transportation"] in (None, *TRANSPORTATION_RULES),
+    where,
+    f"bad transportation rule {local['transportation']!r}",
+  )
   cuisine = local["cuisine"]
-  _require(cuisine is None or (isinstance(cuisine, list) and all(isinstance(c, str) for c in cuisine)), where,
-           f"'cuisine' must be None or a list of strings, got {cuisine!r}")
+  _require(
+    cuisine is None or (isinstance(cuisine, list) and all(isinstance(c, str) for c in cuisine)),
+    where,
+    f"'cuisine' must be None or a list of strings, got {cuisine!r}",
+  )
   return TravelQuery(
-      idx=int(record["idx"]), org=str(record["org"]), dest=str(record["dest"]), days=days,
-      visiting_city_number=int(record["visiting_city_number"]), date=tuple(dates),
-      people_number=record["people_number"], budget=float(record["budget"]), level=record["level"],
-      local_constraint={"house rule": local["house rule"], "cuisine": None if cuisine is None else tuple(cuisine),
-                        "room type": local["room type"], "transportation": local["transportation"]})
+    idx=int(record["idx"]),
+    org=str(record["org"]),
+    dest=str(record["dest"]),
+    days=days,
+    visiting_city_number=int(record["visiting_city_number"]),
+    date=tuple(dates),
+    people_number=record["people_number"],
+    budget=float(record["budget"]),
+    level=record["level"],
+    local_constraint={
+      "house rule": local["house rule"],
+      "cuisine": None if cuisine is None else tuple(cuisine),
+      "room type": local["room type"],
+      "transportation": local["transportation"],
+    },
+  )
 
 
 def load_train_queries(path: str | pathlib.Path = TRAIN_CONSTRAINTS_PATH) -> tuple[TravelQuery, ...]:

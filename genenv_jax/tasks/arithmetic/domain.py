@@ -31,10 +31,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from genenv_jax.models.tokenizer import Tokenizer
 from genenv_jax.tasks.arithmetic import host
 from genenv_jax.tasks.arithmetic import token_ops as aj
 from genenv_jax.tasks.base import TaskBatch, host_parse, host_verify
-from genenv_jax.models.tokenizer import Tokenizer
 
 DEFAULT_BOUND = 10**6
 _UNKNOWN_RATE = 11  # row of ArithTokens.rate_ids that spells "?"
@@ -43,8 +43,10 @@ _UNKNOWN_RATE = 11  # row of ArithTokens.rate_ids that spells "?"
 def _single(tokenizer: Tokenizer, text: str) -> int:
   ids = tokenizer.encode(text)
   if len(ids) != 1:
-    raise ValueError(f"the arithmetic domain needs {text!r} to be one token, but {tokenizer!r} spells it {ids}; "
-                     "use a tokenizer with split digits (e.g. the shipped genenv_jax/assets/arith_spm.model)")
+    raise ValueError(
+      f"the arithmetic domain needs {text!r} to be one token, but {tokenizer!r} spells it {ids}; "
+      "use a tokenizer with split digits (e.g. the shipped genenv_jax/assets/arith_spm.model)"
+    )
   return ids[0]
 
 
@@ -55,19 +57,28 @@ def arith_tokens(tokenizer: Tokenizer) -> aj.ArithTokens:
   probe = "90+12-345*678"  # digits and operators must not merge into other pieces
   want = [digit_ids[int(c)] if c.isdigit() else ops[c] for c in probe]
   if tokenizer.encode(probe) != want:
-    raise ValueError(f"{tokenizer!r} does not spell {probe!r} one piece per character; the arithmetic domain "
-                     "reads expressions token by token")
+    raise ValueError(
+      f"{tokenizer!r} does not spell {probe!r} one piece per character; the arithmetic domain "
+      "reads expressions token by token"
+    )
   rates = [tuple(tokenizer.encode(f"{k // 10}.{k % 10}")) for k in range(11)] + [tuple(tokenizer.encode("?"))]
   width = max(len(r) for r in rates)
   return aj.ArithTokens(
-    digit_ids=digit_ids, plus_id=ops["+"], minus_id=ops["-"], times_id=ops["*"],
-    eos_ids=tuple(tokenizer.eos_ids), pad_id=tokenizer.pad_id,
+    digit_ids=digit_ids,
+    plus_id=ops["+"],
+    minus_id=ops["-"],
+    times_id=ops["*"],
+    eos_ids=tuple(tokenizer.eos_ids),
+    pad_id=tokenizer.pad_id,
     bos_ids=() if tokenizer.bos_id is None else (tokenizer.bos_id,),
-    compute_prefix=tuple(tokenizer.encode("Compute: ")), compute_suffix=tuple(tokenizer.encode(" =")),
-    seed_prefix=tuple(tokenizer.encode("Seed: ")), rate_prefix=tuple(tokenizer.encode(" | rate ")),
+    compute_prefix=tuple(tokenizer.encode("Compute: ")),
+    compute_suffix=tuple(tokenizer.encode(" =")),
+    seed_prefix=tuple(tokenizer.encode("Seed: ")),
+    rate_prefix=tuple(tokenizer.encode(" | rate ")),
     task_suffix=tuple(tokenizer.encode(" | New task:")),
     rate_ids=tuple(r + (tokenizer.pad_id,) * (width - len(r)) for r in rates),
-    rate_lens=tuple(len(r) for r in rates))
+    rate_lens=tuple(len(r) for r in rates),
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,14 +125,18 @@ class ArithmeticDomain:
     aj.check_operators(self.operators)
     aj.check_bounds(self.max_digits, self.bound)
     if self.seed_max_difficulty and not self.min_difficulty <= self.seed_max_difficulty <= self.max_difficulty:
-      raise ValueError(f"seed_max_difficulty must be 0 (every level) or in {self.min_difficulty}.."
-                       f"{self.max_difficulty}, got {self.seed_max_difficulty}")
+      raise ValueError(
+        f"seed_max_difficulty must be 0 (every level) or in {self.min_difficulty}.."
+        f"{self.max_difficulty}, got {self.seed_max_difficulty}"
+      )
     if not self.seed_decay > 0:
       raise ValueError(f"seed_decay must be > 0 (1 = every seed level equally often), got {self.seed_decay}")
     for name, levels in (("num_seeds", self.seed_levels), ("num_heldout", self.levels)):
       if getattr(self, name) < len(levels):
-        raise ValueError(f"{name}={getattr(self, name)} cannot span the {len(levels)} difficulty levels "
-                         f"{levels[0]}..{levels[-1]}; use >= {len(levels)}")
+        raise ValueError(
+          f"{name}={getattr(self, name)} cannot span the {len(levels)} difficulty levels "
+          f"{levels[0]}..{levels[-1]}; use >= {len(levels)}"
+        )
     object.__setattr__(self, "tokens", arith_tokens(self.tokenizer))
     t = self.tokens
     expr = self.max_expression_len
@@ -129,15 +144,18 @@ class ArithmeticDomain:
       "env_output_len": expr + 1,
       "agent_prompt_len": len(t.bos_ids) + len(t.compute_prefix) + expr + len(t.compute_suffix),
       "agent_answer_len": len(str(-self.bound)) + 1,
-      "env_prompt_len": (len(t.bos_ids) + len(t.seed_prefix) + expr + len(t.rate_prefix) + max(t.rate_lens)
-                         + len(t.task_suffix)),
+      "env_prompt_len": (
+        len(t.bos_ids) + len(t.seed_prefix) + expr + len(t.rate_prefix) + max(t.rate_lens) + len(t.task_suffix)
+      ),
     }
     for name, n in need.items():
       if getattr(self, name) == 0:  # 0 = exactly what the longest task needs
         object.__setattr__(self, name, n)
       elif getattr(self, name) < n:
-        raise ValueError(f"{name}={getattr(self, name)} is too short: the longest task needs {n} tokens "
-                         f"(max_operands={self.max_operands}, max_digits={self.max_digits}, bound={self.bound})")
+        raise ValueError(
+          f"{name}={getattr(self, name)} is too short: the longest task needs {n} tokens "
+          f"(max_operands={self.max_operands}, max_digits={self.max_digits}, bound={self.bound})"
+        )
 
   # -- static facts ---------------------------------------------------------------------------------------------------
 
@@ -171,18 +189,30 @@ class ArithmeticDomain:
     t = self.tokens
     tokens, mask = jnp.asarray(tokens, jnp.int32), jnp.asarray(mask, jnp.int32)
     length, terminated = aj.content_end(tokens, mask, t.eos_ids)
-    e = aj.evaluate_expression(tokens, length, terminated, t, self.max_operands, self.max_digits, self.bound,
-                               self.operators, self.min_operands)
+    e = aj.evaluate_expression(
+      tokens, length, terminated, t, self.max_operands, self.max_digits, self.bound, self.operators, self.min_operands
+    )
     prompt_ids, prompt_mask = aj.pack_left_padded(
-      [aj.const(t.bos_ids), aj.const(t.compute_prefix), (tokens, jnp.where(e.ok, length, 0)),
-       aj.const(t.compute_suffix)], self.agent_prompt_len, t.pad_id)
+      [
+        aj.const(t.bos_ids),
+        aj.const(t.compute_prefix),
+        (tokens, jnp.where(e.ok, length, 0)),
+        aj.const(t.compute_suffix),
+      ],
+      self.agent_prompt_len,
+      t.pad_id,
+    )
     difficulty = e.n_operators + e.max_digits - 1 + e.has_times.astype(jnp.int32)
-    return TaskBatch(prompt_ids=prompt_ids, prompt_mask=prompt_mask, spec=e.value[:, None],
-                     difficulty=jnp.where(e.ok, difficulty, 0).astype(jnp.float32), valid=e.ok)
+    return TaskBatch(
+      prompt_ids=prompt_ids,
+      prompt_mask=prompt_mask,
+      spec=e.value[:, None],
+      difficulty=jnp.where(e.ok, difficulty, 0).astype(jnp.float32),
+      valid=e.ok,
+    )
 
   def _verify_jax(self, tasks: TaskBatch, response: jax.Array, response_mask: jax.Array) -> jax.Array:
-    ok, value = aj.parse_integer(jnp.asarray(response, jnp.int32), jnp.asarray(response_mask, jnp.int32),
-                                 self.tokens)
+    ok, value = aj.parse_integer(jnp.asarray(response, jnp.int32), jnp.asarray(response_mask, jnp.int32), self.tokens)
     return (ok & tasks.valid & (value == tasks.spec[:, 0])).astype(jnp.float32)
 
   # -- the Domain protocol --------------------------------------------------------------------------------------------
@@ -220,19 +250,37 @@ class ArithmeticDomain:
     rate_ids = jnp.asarray(t.rate_ids, jnp.int32)[rate]
     rate_lens = jnp.asarray(t.rate_lens, jnp.int32)[rate]
     return aj.pack_left_padded(
-      [aj.const(t.bos_ids), aj.const(t.seed_prefix), (env_ids, length), aj.const(t.rate_prefix),
-       (rate_ids, rate_lens), aj.const(t.task_suffix)], self.env_prompt_len, t.pad_id)
+      [
+        aj.const(t.bos_ids),
+        aj.const(t.seed_prefix),
+        (env_ids, length),
+        aj.const(t.rate_prefix),
+        (rate_ids, rate_lens),
+        aj.const(t.task_suffix),
+      ],
+      self.env_prompt_len,
+      t.pad_id,
+    )
 
   # -- host twins -----------------------------------------------------------------------------------------------------
 
   def parse_env_output_host(self, tokens: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
     """Host Python twin of parse_env_output (decode, regex, Python ints): TaskBatch fields as numpy arrays."""
-    return host.parse_env_output(self.tokenizer, tokens, mask, max_operands=self.max_operands,
-                                 max_digits=self.max_digits, bound=self.bound, agent_prompt_len=self.agent_prompt_len,
-                                 operators=self.operators, min_operands=self.min_operands)
+    return host.parse_env_output(
+      self.tokenizer,
+      tokens,
+      mask,
+      max_operands=self.max_operands,
+      max_digits=self.max_digits,
+      bound=self.bound,
+      agent_prompt_len=self.agent_prompt_len,
+      operators=self.operators,
+      min_operands=self.min_operands,
+    )
 
-  def verify_host(self, spec: np.ndarray, valid: np.ndarray, response: np.ndarray,
-                  response_mask: np.ndarray) -> np.ndarray:
+  def verify_host(
+    self, spec: np.ndarray, valid: np.ndarray, response: np.ndarray, response_mask: np.ndarray
+  ) -> np.ndarray:
     """Host Python twin of verify: R_agent [B] np.float32."""
     return host.verify(self.tokenizer, spec, valid, response, response_mask)
 
@@ -260,7 +308,7 @@ class ArithmeticDomain:
   def _draw(self, rng: np.random.Generator, n_ops: int, digits: int, times: bool) -> str:
     sizes = rng.integers(1, digits + 1, size=n_ops + 1)
     sizes[rng.integers(0, n_ops + 1)] = digits  # the longest number has exactly `digits` digits
-    numbers = [int(rng.integers(0, 10)) if k == 1 else int(rng.integers(10**(k - 1), 10**k)) for k in sizes]
+    numbers = [int(rng.integers(0, 10)) if k == 1 else int(rng.integers(10 ** (k - 1), 10**k)) for k in sizes]
     additive = [op for op in "+-" if op in self.operators]
     ops = list(rng.choice(list(self.operators if times else additive), size=n_ops))
     if times:
@@ -275,7 +323,7 @@ class ArithmeticDomain:
     task per level. With seed_decay = 1 row i has level seed_levels[i mod len(seed_levels)].
     """
     levels = self.seed_levels
-    w = np.asarray([self.seed_decay ** k for k in range(len(levels))], np.float64)
+    w = np.asarray([self.seed_decay**k for k in range(len(levels))], np.float64)
     w /= w.sum()
     counts = np.zeros(len(levels), np.int64)
     out = []
@@ -299,12 +347,15 @@ class ArithmeticDomain:
     def draw(level: int, rejected: set[str]) -> str:
       for _ in range(10_000):
         text = self._draw(rng, *shapes[level][int(rng.integers(0, len(shapes[level])))])
-        expr = host.evaluate_text(text, self.max_operands, self.max_digits, self.bound, self.operators,
-                                  self.min_operands)
+        expr = host.evaluate_text(
+          text, self.max_operands, self.max_digits, self.bound, self.operators, self.min_operands
+        )
         if expr is not None and host.difficulty_of(expr) == level and text not in rejected:
           return text
-      raise ValueError(f"could not draw a task of difficulty {level} outside the {len(rejected)} held-out tasks; "
-                       "lower num_heldout or raise max_digits")
+      raise ValueError(
+        f"could not draw a task of difficulty {level} outside the {len(rejected)} held-out tasks; "
+        "lower num_heldout or raise max_digits"
+      )
 
     heldout: list[str] = []
     levels = self.levels
@@ -321,7 +372,7 @@ class ArithmeticDomain:
       ids = np.full((len(rows), width), eos, np.int32)
       mask = np.zeros((len(rows), width), np.int32)
       for b, row in enumerate(rows):
-        ids[b, :len(row)], mask[b, :len(row) + 1] = row, 1  # the content, then one EOS under mask 1
+        ids[b, : len(row)], mask[b, : len(row) + 1] = row, 1  # the content, then one EOS under mask 1
       return ids, mask
 
     env_ids, env_mask = right_padded([tok.encode(x) for x in texts], self.env_output_len)
@@ -351,4 +402,5 @@ class ArithmeticDomain:
 def default_domain(**overrides: Any) -> ArithmeticDomain:
   """The demo domain on the shipped tokenizer (`load_tokenizer()`), any field overridable."""
   from genenv_jax.models.tokenizer import load_tokenizer
+
   return ArithmeticDomain(load_tokenizer(), **overrides)

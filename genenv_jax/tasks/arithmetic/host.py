@@ -22,8 +22,8 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from genenv_jax.tasks.arithmetic.token_ops import MAX_ANSWER_DIGITS, OPERATORS
 from genenv_jax.models.tokenizer import Tokenizer
+from genenv_jax.tasks.arithmetic.token_ops import MAX_ANSWER_DIGITS, OPERATORS
 
 _ANSWER = re.compile(r"-?(0|[1-9][0-9]*)")
 
@@ -52,8 +52,9 @@ def canonical_text(tokenizer: Tokenizer, ids: list[int]) -> str | None:
   return text if tokenizer.encode(text) == ids else None
 
 
-def evaluate_text(text: str, max_operands: int, max_digits: int, bound: int, operators: str = OPERATORS,
-                  min_operands: int = 2) -> HostExpression | None:
+def evaluate_text(
+  text: str, max_operands: int, max_digits: int, bound: int, operators: str = OPERATORS, min_operands: int = 2
+) -> HostExpression | None:
   """Evaluates `text` under the expression rule (module docstring) with Python ints; None when malformed.
 
   `operators` (a subset of "+-*") is the operator alphabet; any other operator makes the text malformed; the text
@@ -89,9 +90,18 @@ def difficulty_of(expr: HostExpression) -> int:
   return expr.n_operators + expr.max_digits - 1 + int(expr.has_times)
 
 
-def parse_env_output(tokenizer: Tokenizer, tokens: np.ndarray, mask: np.ndarray, *, max_operands: int,
-                     max_digits: int, bound: int, agent_prompt_len: int,
-                     operators: str = OPERATORS, min_operands: int = 2) -> dict[str, np.ndarray]:
+def parse_env_output(
+  tokenizer: Tokenizer,
+  tokens: np.ndarray,
+  mask: np.ndarray,
+  *,
+  max_operands: int,
+  max_digits: int,
+  bound: int,
+  agent_prompt_len: int,
+  operators: str = OPERATORS,
+  min_operands: int = 2,
+) -> dict[str, np.ndarray]:
   """Host twin of `ArithmeticDomain.parse_env_output`: TaskBatch fields as numpy arrays.
 
   The agent prompt is encoded from text: bos + "Compute: " + expression + " =" (an invalid row gets the empty
@@ -104,15 +114,13 @@ def parse_env_output(tokenizer: Tokenizer, tokens: np.ndarray, mask: np.ndarray,
   for b in range(batch):
     ids = content_ids(tokens[b], mask[b], tokenizer.eos_ids)
     text = None if ids is None else canonical_text(tokenizer, ids)
-    expr = None if text is None else evaluate_text(text, max_operands, max_digits, bound, operators,
-                                                                   min_operands)
+    expr = None if text is None else evaluate_text(text, max_operands, max_digits, bound, operators, min_operands)
     if expr is None:
       texts.append("Compute:  =")
       continue
     texts.append(f"Compute: {text} =")
     spec[b, 0], difficulty[b], valid[b] = expr.value, difficulty_of(expr), True
-  prompt_ids, prompt_mask = tokenizer.batch_encode(texts, max_length=agent_prompt_len, add_bos=True,
-                                                   truncation="left")
+  prompt_ids, prompt_mask = tokenizer.batch_encode(texts, max_length=agent_prompt_len, add_bos=True, truncation="left")
   return dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, spec=spec, difficulty=difficulty, valid=valid)
 
 
@@ -127,9 +135,11 @@ def parse_answer(tokenizer: Tokenizer, tokens: np.ndarray, mask: np.ndarray) -> 
   return int(text)
 
 
-def verify(tokenizer: Tokenizer, spec: np.ndarray, valid: np.ndarray, response: np.ndarray,
-           response_mask: np.ndarray) -> np.ndarray:
-  """Host twin of `ArithmeticDomain.verify`: R_agent [B] float32, 1.0 iff the task is valid and the answer is spec[0]."""
+def verify(
+  tokenizer: Tokenizer, spec: np.ndarray, valid: np.ndarray, response: np.ndarray, response_mask: np.ndarray
+) -> np.ndarray:
+  """Host twin of `ArithmeticDomain.verify`: R_agent [B] float32, 1.0 iff the task is valid and the answer is
+  spec[0]."""
   spec, valid = np.asarray(spec), np.asarray(valid)
   out = np.zeros((spec.shape[0],), np.float32)
   for b in range(spec.shape[0]):

@@ -42,12 +42,12 @@ class ArithTokens:
   times_id: int
   eos_ids: tuple[int, ...]
   pad_id: int
-  bos_ids: tuple[int, ...]         # () when the tokenizer has no bos token
+  bos_ids: tuple[int, ...]  # () when the tokenizer has no bos token
   compute_prefix: tuple[int, ...]  # "Compute: "
   compute_suffix: tuple[int, ...]  # " ="
-  seed_prefix: tuple[int, ...]     # "Seed: "
-  rate_prefix: tuple[int, ...]     # " | rate "
-  task_suffix: tuple[int, ...]     # " | New task:"
+  seed_prefix: tuple[int, ...]  # "Seed: "
+  rate_prefix: tuple[int, ...]  # " | rate "
+  task_suffix: tuple[int, ...]  # " | New task:"
   rate_ids: tuple[tuple[int, ...], ...]
   rate_lens: tuple[int, ...]
 
@@ -59,11 +59,11 @@ class ArithTokens:
 class Expression(NamedTuple):
   """The result of evaluating one batch of expressions; fields are [B], zero where `ok` is False."""
 
-  ok: jax.Array          # bool: well-formed, terminated and within bounds
-  value: jax.Array       # int32
+  ok: jax.Array  # bool: well-formed, terminated and within bounds
+  value: jax.Array  # int32
   n_operators: jax.Array  # int32
   max_digits: jax.Array  # int32: digits of the longest number
-  has_times: jax.Array   # bool
+  has_times: jax.Array  # bool
 
 
 def check_bounds(max_digits: int, bound: int) -> None:
@@ -77,8 +77,10 @@ def check_bounds(max_digits: int, bound: int) -> None:
   if bound < 10**max_digits:
     raise ValueError(f"value bound {bound} must be >= 10**max_digits = {10**max_digits}")
   if bound * 10**max_digits > INT32_MAX:
-    raise ValueError(f"value bound {bound} times 10**max_digits = {10**max_digits} overflows int32; lower "
-                     "max_digits (<= 3 with the default bound 10**6) or the bound")
+    raise ValueError(
+      f"value bound {bound} times 10**max_digits = {10**max_digits} overflows int32; lower "
+      "max_digits (<= 3 with the default bound 10**6) or the bound"
+    )
 
 
 def check_operators(operators: str) -> None:
@@ -108,9 +110,17 @@ def digit_values(tokens: jax.Array, digit_ids: Sequence[int]) -> jax.Array:
   return out
 
 
-def evaluate_expression(tokens: jax.Array, length: jax.Array, terminated: jax.Array, vocab: ArithTokens,
-                        max_operands: int, max_digits: int, bound: int, operators: str = OPERATORS,
-                        min_operands: int = 2) -> Expression:
+def evaluate_expression(
+  tokens: jax.Array,
+  length: jax.Array,
+  terminated: jax.Array,
+  vocab: ArithTokens,
+  max_operands: int,
+  max_digits: int,
+  bound: int,
+  operators: str = OPERATORS,
+  min_operands: int = 2,
+) -> Expression:
   """Parses and evaluates `tokens[:, :length]` with a lax.scan state machine over the columns.
 
   `operators` (a subset of "+-*", static) is the operator alphabet: an operator token outside it is malformed;
@@ -127,13 +137,23 @@ def evaluate_expression(tokens: jax.Array, length: jax.Array, terminated: jax.Ar
   batch, width = tokens.shape
   digits = digit_values(tokens, vocab.digit_ids)
   never = jnp.zeros(tokens.shape, bool)
-  is_plus, is_minus, is_times = ((tokens == tok) if op in operators else never
-                                 for op, tok in (("+", vocab.plus_id), ("-", vocab.minus_id), ("*", vocab.times_id)))
+  is_plus, is_minus, is_times = (
+    (tokens == tok) if op in operators else never
+    for op, tok in (("+", vocab.plus_id), ("-", vocab.minus_id), ("*", vocab.times_id))
+  )
   inside = jnp.arange(width)[None, :] < length[:, None]
 
   zeros = jnp.zeros((batch,), jnp.int32)
-  init = dict(ok=jnp.ones((batch,), bool), total=zeros, term=zeros + 1, num=zeros, nd=zeros, n_ops=zeros,
-              max_nd=zeros, has_times=jnp.zeros((batch,), bool))
+  init = dict(
+    ok=jnp.ones((batch,), bool),
+    total=zeros,
+    term=zeros + 1,
+    num=zeros,
+    nd=zeros,
+    n_ops=zeros,
+    max_nd=zeros,
+    has_times=jnp.zeros((batch,), bool),
+  )
 
   def step(s, x):
     d, plus, minus, times, live = x
@@ -153,8 +173,9 @@ def evaluate_expression(tokens: jax.Array, length: jax.Array, terminated: jax.Ar
       ok=s["ok"] & (~live | good),
       total=jnp.where(take_op & ~times, jnp.clip(new_total, -bound, bound), s["total"]),
       term=jnp.where(take_op, jnp.where(times, f, jnp.where(minus, -1, 1)), s["term"]),
-      num=jnp.where(take_digit, jnp.minimum(s["num"] * 10 + jnp.maximum(d, 0), 10**max_digits - 1),
-                    jnp.where(take_op, 0, s["num"])),
+      num=jnp.where(
+        take_digit, jnp.minimum(s["num"] * 10 + jnp.maximum(d, 0), 10**max_digits - 1), jnp.where(take_op, 0, s["num"])
+      ),
       nd=jnp.where(take_digit, jnp.minimum(s["nd"] + 1, max_digits + 1), jnp.where(take_op, 0, s["nd"])),
       n_ops=s["n_ops"] + take_op.astype(jnp.int32),
       max_nd=jnp.where(take_op, jnp.maximum(s["max_nd"], s["nd"]), s["max_nd"]),
@@ -165,9 +186,15 @@ def evaluate_expression(tokens: jax.Array, length: jax.Array, terminated: jax.Ar
   s, _ = jax.lax.scan(step, init, xs)
   f = s["term"] * s["num"]
   value = s["total"] + jnp.clip(f, -bound, bound)
-  ok = (s["ok"] & terminated & (s["nd"] > 0) & (s["n_ops"] >= max(min_operands - 1, 1))
-        & (s["n_ops"] + 1 <= max_operands)
-        & (jnp.abs(f) <= bound) & (jnp.abs(value) <= bound))
+  ok = (
+    s["ok"]
+    & terminated
+    & (s["nd"] > 0)
+    & (s["n_ops"] >= max(min_operands - 1, 1))
+    & (s["n_ops"] + 1 <= max_operands)
+    & (jnp.abs(f) <= bound)
+    & (jnp.abs(value) <= bound)
+  )
   zero = jnp.zeros_like(value)
   return Expression(
     ok=ok,
@@ -195,8 +222,14 @@ def parse_integer(tokens: jax.Array, mask: jax.Array, vocab: ArithTokens) -> tup
   all_digits = jnp.all(~in_number | (digits >= 0), axis=-1)
   first = jnp.take_along_axis(digits, jnp.minimum(start, width - 1)[:, None], axis=-1)[:, 0]
   canonical = (n_digits == 1) | (first != 0)
-  ok = (terminated & all_digits & (n_digits >= 1) & (n_digits <= MAX_ANSWER_DIGITS) & canonical
-        & ~(negative & (n_digits == 1) & (first == 0)))
+  ok = (
+    terminated
+    & all_digits
+    & (n_digits >= 1)
+    & (n_digits <= MAX_ANSWER_DIGITS)
+    & canonical
+    & ~(negative & (n_digits == 1) & (first == 0))
+  )
   powers = jnp.asarray([10**k for k in range(MAX_ANSWER_DIGITS)], jnp.int32)
   place = jnp.clip(length[:, None] - 1 - pos, 0, MAX_ANSWER_DIGITS - 1)
   magnitude = jnp.sum(jnp.where(in_number, jnp.maximum(digits, 0) * powers[place], 0), axis=-1)
@@ -204,8 +237,9 @@ def parse_integer(tokens: jax.Array, mask: jax.Array, vocab: ArithTokens) -> tup
   return ok, jnp.where(ok, value, 0).astype(jnp.int32)
 
 
-def pack_left_padded(segments: Sequence[tuple[jax.Array, jax.Array]], width: int,
-                     pad_id: int) -> tuple[jax.Array, jax.Array]:
+def pack_left_padded(
+  segments: Sequence[tuple[jax.Array, jax.Array]], width: int, pad_id: int
+) -> tuple[jax.Array, jax.Array]:
   """Concatenates per-row segments and left-pads the result to `width`: (ids [B, width], mask [B, width]) int32.
 
   Each segment is (ids [B, W_s] or [W_s], lengths [B] or scalar): the first `length` ids of that row. Output column

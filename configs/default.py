@@ -51,7 +51,7 @@ def model_config(hidden: int = 64, layers: int = 2, heads: int = 4, kv_heads: in
       tie_word_embeddings=True,
       max_position_embeddings=256,
       dtype="float32",
-      remat=False,
+      remat="none",  # models.config.REMAT_POLICIES: none, full, save_dots, save_all_dots
     )
   )
 

@@ -84,7 +84,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   for model in (c.agent.model, c.env.model):
     model.hf_path = ""  # a local Qwen2.5-7B-Instruct directory (config.json + *.safetensors)
     model.dtype = "bfloat16"
-    model.remat = True
+    model.remat = "full"
     model.arch = "qwen2.5-7b"  # the shape `genenv_jax.plan` compiles (it never opens hf_path); see plan.KNOWN_MODELS
 
   c.domain.update(

@@ -41,8 +41,8 @@ def test_plan_cli_compiles_smoke_config_on_8_devices(tmp_path):
     "--config.mode=grpo",
     "--config.mesh.data=2",
     "--config.mesh.fsdp=4",
-    "--config.agent.model.remat=True",
-    "--config.env.model.remat=True",
+    "--config.agent.model.remat=full",
+    "--config.env.model.remat=full",
     f"--json={out}",
   )
   assert proc.returncode == 0, proc.stderr[-3000:]

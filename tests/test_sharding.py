@@ -69,8 +69,8 @@ def test_sharded_forward_and_sampler_match_one_device(mesh_shape, checkpoint, ba
   mesh = gj.make_mesh(mesh_shape)
   model = gj.load_hf(checkpoint, mesh=mesh)
   # parameters really are sharded as the rules say
-  q = model.layers[0].attn.q_proj[...]
-  assert q.sharding.spec == shd.logical_to_spec(("embed", "q_heads", "head_dim"), q.shape, mesh)
+  q = model.layers.attn.q_proj[...]  # stacked [layers, embed, q_heads, head_dim]
+  assert q.sharding.spec == shd.logical_to_spec(("layers", "embed", "q_heads", "head_dim"), q.shape, mesh)
   if mesh_shape != (8, 1, 1):
     assert not q.is_fully_replicated
   ids, mask = batch

@@ -12,6 +12,25 @@ from genenv_jax.models.attention import IMPLEMENTATIONS
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 
+REMAT_POLICIES = ("none", "full", "save_dots", "save_all_dots")
+
+
+def remat_policy(value: Any) -> str:
+  """A remat setting as a policy name: True -> 'full', False / None / '' -> 'none', a policy name -> itself.
+
+  none: keep every activation for the backward pass; full: keep only each layer's input and recompute the layer;
+  save_dots: keep the matmul outputs without batch dimensions (jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+  and recompute the rest; save_all_dots: keep every matmul output (checkpoint_dots).
+  """
+  if value is True:
+    return "full"
+  if value is False or value is None or value == "":
+    return "none"
+  if isinstance(value, str) and value in REMAT_POLICIES:
+    return value
+  raise ValueError(f"unknown remat policy {value!r}; choose one of {', '.join(REMAT_POLICIES)} (or a bool)")
+
+
 def to_dtype(name: Any) -> Any:
   """'float32' | 'bfloat16' | 'float16' (or a jnp dtype) -> jnp dtype, with a clear error otherwise."""
   if not isinstance(name, str):
@@ -44,7 +63,7 @@ class ModelConfig:
   max_position_embeddings: int = 4096
   param_dtype: str = "float32"
   dtype: str = "float32"
-  remat: bool = False
+  remat: str = "none"  # REMAT_POLICIES; True / False are read as "full" / "none"
   attention: str = "auto"  # genenv_jax.models.attention.IMPLEMENTATIONS; auto: TPU splash, GPU cudnn, CPU blockwise
   architecture: str = "LlamaForCausalLM"
   source_hf_config: str = ""  # the loaded config.json (JSON text), carried through to export
@@ -65,10 +84,16 @@ class ModelConfig:
       raise ValueError(f"num_heads={self.num_heads} must be a multiple of num_kv_heads={self.num_kv_heads} (GQA)")
     if self.head_dim % 2:
       raise ValueError(f"head_dim={self.head_dim} must be even for rotary embeddings")
+    object.__setattr__(self, "remat", remat_policy(self.remat))
     to_dtype(self.param_dtype)
     to_dtype(self.dtype)
     if self.attention not in IMPLEMENTATIONS:
       raise ValueError(f"ModelConfig.attention={self.attention!r} is unknown; choose one of {IMPLEMENTATIONS}")
+
+  @property
+  def rematerializes(self) -> bool:
+    """Whether the backward pass recomputes part of each layer's forward."""
+    return self.remat != "none"
 
   @property
   def num_params(self) -> int:

@@ -131,7 +131,8 @@ def _bias(*split: int) -> tuple[Callable, Callable]:
 
 
 def parameter_map(config: ModelConfig) -> dict[tuple, Converter]:
-  """Our state path -> (HF tensor name, to_ours, from_ours)."""
+  """Our per-layer path -> (HF tensor name, to_ours, from_ours); ("layers", i, ...) is layer i's slice of the stacked
+  state leaf ("layers", ...) (`stacked_entries`)."""
   nq, nkv, d = config.num_heads, config.num_kv_heads, config.head_dim
   table: dict[tuple, Converter] = {
     ("embed",): ("model.embed_tokens.weight", *_same()),
@@ -155,6 +156,13 @@ def parameter_map(config: ModelConfig) -> dict[tuple, Converter]:
     table[("layers", i, "mlp", "up_proj")] = (f"{hf}.mlp.up_proj.weight", lambda w: w.T, lambda p: p.T)
     table[("layers", i, "mlp", "down_proj")] = (f"{hf}.mlp.down_proj.weight", lambda w: w.T, lambda p: p.T)
   return table
+
+
+def stacked_entries(table: dict[tuple, Converter], path: tuple, num_layers: int) -> list[Converter]:
+  """The converters of a state leaf: one for an unstacked leaf, one per layer (in order) for a stacked one."""
+  if path[0] == "layers":
+    return [table[("layers", i, *path[1:])] for i in range(num_layers)]
+  return [table[path]]
 
 
 def _state_path(key_path) -> tuple:
@@ -201,17 +209,32 @@ def load_hf(
     mesh = shd.make_mesh((1, 1, 1), devices=jax.devices()[:1])
   shardings = shd.state_shardings(abstract_state, mesh)
 
-  def load_leaf(key_path, variable, sharding):
-    path = _state_path(key_path)
-    hf_name, to_ours, _ = table[path]
+  def read(entry, expected_shape):
+    hf_name, to_ours, _ = entry
     array = to_ours(tensors[hf_name].get(hf_name))
-    if tuple(array.shape) != tuple(variable.shape):
+    if tuple(array.shape) != tuple(expected_shape):
       raise ValueError(
         f"{directory}: tensor {hf_name!r} has shape {tensors[hf_name].shape(hf_name)}, which does not "
-        f"match config.json (expected {tuple(variable.shape)} after conversion)"
+        f"match config.json (expected {tuple(expected_shape)} after conversion)"
       )
-    host = np.asarray(array, dtype=target_dtype)
-    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+    return np.asarray(array, dtype=target_dtype)
+
+  def load_leaf(key_path, variable, sharding):
+    path = _state_path(key_path)
+    entries = stacked_entries(table, path, config.num_layers)
+    if path[0] != "layers":
+      host = read(entries[0], variable.shape)
+      return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+    # stacked: each device's block is read layer by layer, so the host never holds the whole stacked tensor at once
+    # unless a device does
+    for entry in entries:
+      read(entry, variable.shape[1:])  # shapes checked up front, before any device is filled
+
+    def block(index):
+      layers = range(config.num_layers)[index[0]]
+      return np.stack([read(entries[i], variable.shape[1:])[index[1:]] for i in layers])
+
+    return jax.make_array_from_callback(tuple(variable.shape), sharding, block)
 
   is_var = lambda x: isinstance(x, nnx.Variable)  # noqa: E731
   state = jax.tree_util.tree_map_with_path(
@@ -278,10 +301,13 @@ def save_hf(model: Transformer, directory: str | os.PathLike, max_shard_bytes: i
   }
 
   def tensors() -> Iterator[tuple[str, np.ndarray]]:
-    for path, (hf_name, _, from_ours) in table.items():
-      value = flat[path].get_value() if isinstance(flat[path], nnx.Variable) else flat[path]
+    for path, variable in flat.items():
+      value = variable.get_value() if isinstance(variable, nnx.Variable) else variable
       host = np.asarray(jax.device_get(_fully_replicated(value)))
-      yield hf_name, np.ascontiguousarray(from_ours(host))
+      entries = stacked_entries(table, path, config.num_layers)
+      layers = [host] if path[0] != "layers" else list(host)
+      for (hf_name, _, from_ours), one in zip(entries, layers, strict=True):
+        yield hf_name, np.ascontiguousarray(from_ours(one))
 
   if shd.is_main_process():
     directory.mkdir(parents=True, exist_ok=True)

@@ -93,22 +93,30 @@ def positions_from_mask(attention_mask: jax.Array, offset: jax.Array | int = 0) 
   return jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0) * mask + offset * mask
 
 
+# What each remat policy keeps for the backward pass (models.config.remat_policy); None keeps only the layer's input.
+REMAT_SAVES = {
+  "full": None,
+  "save_dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+  "save_all_dots": jax.checkpoint_policies.checkpoint_dots,
+}
+
+
 class Attention(nnx.Module):
   """Grouped-query self-attention with RoPE, optional q/k/v bias, and an optional KV cache."""
 
-  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs, layers: int):
     self.config = config
     pd = to_dtype(config.param_dtype)
-    h, d, nq, nkv = config.hidden_size, config.head_dim, config.num_heads, config.num_kv_heads
+    h, d, nq, nkv, n = config.hidden_size, config.head_dim, config.num_heads, config.num_kv_heads, layers
     std = 1.0 / math.sqrt(h)
-    self.q_proj = _param(rngs, (h, nq, d), ("embed", "q_heads", "head_dim"), pd, std)
-    self.k_proj = _param(rngs, (h, nkv, d), ("embed", "kv_heads", "head_dim"), pd, std)
-    self.v_proj = _param(rngs, (h, nkv, d), ("embed", "kv_heads", "head_dim"), pd, std)
-    self.o_proj = _param(rngs, (nq, d, h), ("q_heads", "head_dim", "embed"), pd, 1.0 / math.sqrt(nq * d))
+    self.q_proj = _param(rngs, (n, h, nq, d), ("layers", "embed", "q_heads", "head_dim"), pd, std)
+    self.k_proj = _param(rngs, (n, h, nkv, d), ("layers", "embed", "kv_heads", "head_dim"), pd, std)
+    self.v_proj = _param(rngs, (n, h, nkv, d), ("layers", "embed", "kv_heads", "head_dim"), pd, std)
+    self.o_proj = _param(rngs, (n, nq, d, h), ("layers", "q_heads", "head_dim", "embed"), pd, 1.0 / math.sqrt(nq * d))
     if config.qkv_bias:
-      self.q_bias = nnx.Param(jnp.zeros((nq, d), pd), logical_axes=("q_heads", "head_dim"))
-      self.k_bias = nnx.Param(jnp.zeros((nkv, d), pd), logical_axes=("kv_heads", "head_dim"))
-      self.v_bias = nnx.Param(jnp.zeros((nkv, d), pd), logical_axes=("kv_heads", "head_dim"))
+      self.q_bias = nnx.Param(jnp.zeros((n, nq, d), pd), logical_axes=("layers", "q_heads", "head_dim"))
+      self.k_bias = nnx.Param(jnp.zeros((n, nkv, d), pd), logical_axes=("layers", "kv_heads", "head_dim"))
+      self.v_bias = nnx.Param(jnp.zeros((n, nkv, d), pd), logical_axes=("layers", "kv_heads", "head_dim"))
 
   def __call__(
     self,
@@ -158,12 +166,12 @@ class Attention(nnx.Module):
 class MLP(nnx.Module):
   """SwiGLU: W_down(silu(W_gate x) * W_up x) (Shazeer 2020)."""
 
-  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs, layers: int):
     pd = to_dtype(config.param_dtype)
-    h, f = config.hidden_size, config.intermediate_size
-    self.gate_proj = _param(rngs, (h, f), ("embed", "mlp"), pd, 1.0 / math.sqrt(h))
-    self.up_proj = _param(rngs, (h, f), ("embed", "mlp"), pd, 1.0 / math.sqrt(h))
-    self.down_proj = _param(rngs, (f, h), ("mlp", "embed"), pd, 1.0 / math.sqrt(f))
+    h, f, n = config.hidden_size, config.intermediate_size, layers
+    self.gate_proj = _param(rngs, (n, h, f), ("layers", "embed", "mlp"), pd, 1.0 / math.sqrt(h))
+    self.up_proj = _param(rngs, (n, h, f), ("layers", "embed", "mlp"), pd, 1.0 / math.sqrt(h))
+    self.down_proj = _param(rngs, (n, f, h), ("layers", "mlp", "embed"), pd, 1.0 / math.sqrt(f))
 
   def __call__(self, x: jax.Array) -> jax.Array:
     dt = x.dtype
@@ -173,15 +181,20 @@ class MLP(nnx.Module):
 
 
 class Block(nnx.Module):
-  """One pre-norm decoder layer."""
+  """Pre-norm decoder layers, `layers` of them stacked along each parameter's leading "layers" axis.
 
-  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+  The stacked module is the parameter store; `__call__` runs ONE layer, on a module merged from one layer's slice of
+  the stacked state (`Transformer.hidden_states` scans it over the layers).
+  """
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs, layers: int):
     pd = to_dtype(config.param_dtype)
     self.eps = config.rms_norm_eps
-    self.input_norm = nnx.Param(jnp.ones((config.hidden_size,), pd), logical_axes=("norm",))
-    self.attn = Attention(config, rngs=rngs)
-    self.post_attention_norm = nnx.Param(jnp.ones((config.hidden_size,), pd), logical_axes=("norm",))
-    self.mlp = MLP(config, rngs=rngs)
+    norm_shape, norm_axes = (layers, config.hidden_size), ("layers", "norm")
+    self.input_norm = nnx.Param(jnp.ones(norm_shape, pd), logical_axes=norm_axes)
+    self.attn = Attention(config, rngs=rngs, layers=layers)
+    self.post_attention_norm = nnx.Param(jnp.ones(norm_shape, pd), logical_axes=norm_axes)
+    self.mlp = MLP(config, rngs=rngs, layers=layers)
 
   def __call__(self, x, positions, key_mask, inv_freq, layer_cache, cache_index):
     attn_out, layer_cache = self.attn(
@@ -199,7 +212,7 @@ class Transformer(nnx.Module):
     self.config = config
     pd = to_dtype(config.param_dtype)
     self.embed = _param(rngs, (config.vocab_size, config.hidden_size), ("vocab", "embed"), pd, 0.02)
-    self.layers = nnx.List([Block(config, rngs=rngs) for _ in range(config.num_layers)])
+    self.layers = Block(config, rngs=rngs, layers=config.num_layers)
     self.final_norm = nnx.Param(jnp.ones((config.hidden_size,), pd), logical_axes=("norm",))
     if not config.tie_word_embeddings:
       self.lm_head = _param(rngs, (config.hidden_size, config.vocab_size), ("embed", "vocab"), pd, 0.02)
@@ -256,17 +269,16 @@ class Transformer(nnx.Module):
     inv_freq = rope_inverse_frequencies(cfg)
     x = constrain(jnp.take(self.embed[...], input_ids, axis=0).astype(dt), ("batch", "length", "embed"))
 
-    new_layers = []
-    for i, block in enumerate(self.layers):
-      layer_cache = None if cache is None else cache["layers"][i]
-      if cfg.remat and cache is None:  # remat saves activations for a backward pass; decoding has none (and
-        # nnx.remat over the cache inside the sampler's while_loop fails: TraceContextError)
-        x, layer_cache = nnx.remat(lambda blk, *a: blk(*a), static_argnums=())(
-          block, x, positions, key_mask, inv_freq, layer_cache, index
-        )
-      else:
-        x, layer_cache = block(x, positions, key_mask, inv_freq, layer_cache, index)
-      new_layers.append(layer_cache)
+    # One scan over the stacked layers: the compiled program holds one layer's body whatever the depth.
+    graphdef, stacked = nnx.split(self.layers)
+
+    def layer(x, xs):
+      layer_params, layer_cache = xs
+      return nnx.merge(graphdef, layer_params)(x, positions, key_mask, inv_freq, layer_cache, index)
+
+    if cfg.rematerializes and cache is None:  # remat serves a backward pass; decoding has none
+      layer = jax.checkpoint(layer, policy=REMAT_SAVES[cfg.remat], prevent_cse=False)
+    x, new_layers = jax.lax.scan(layer, x, (stacked, None if cache is None else cache["layers"]))
 
     if hidden_from:
       x = x[:, hidden_from:, :]
@@ -279,9 +291,9 @@ class Transformer(nnx.Module):
 def init_cache(config: ModelConfig, batch_size: int, max_length: int, dtype: Any = None) -> Cache:
   """An empty cache of `max_length` slots (k/v in the compute dtype unless given)."""
   dtype = to_dtype(config.dtype) if dtype is None else dtype
-  shape = (batch_size, config.num_kv_heads, max_length, config.head_dim)
+  shape = (config.num_layers, batch_size, config.num_kv_heads, max_length, config.head_dim)
   return {
-    "layers": [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(config.num_layers)],
+    "layers": {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)},  # stacked like the layers' parameters
     "mask": jnp.zeros((batch_size, max_length), bool),
     "index": jnp.zeros((), jnp.int32),
   }

@@ -36,6 +36,7 @@ DEFAULT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
   ("head_dim", ()),
   ("norm", ()),
   ("length", ()),
+  ("layers", ()),  # the stacked decoder layers: every device holds its shard of every layer
 )
 
 

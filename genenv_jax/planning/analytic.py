@@ -54,23 +54,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from genenv_jax.models.config import REMAT_POLICIES, remat_policy  # noqa: F401 (re-exported for plan)
 from genenv_jax.planning.costs import Chip, Shape, causal_keys, forward_flops
 
-REMAT_POLICIES = ("none", "full", "save_dots", "save_all_dots")
 ATTENTION = ("naive", "blockwise", "splash", "cudnn", "auto")
 ATTENTION_BLOCK = 512  # query and key block of the memory-efficient attention working set (a tile, not the sequence)
 SCORE_BYTES = 4  # attention scores and logits are float32
-
-
-def remat_policy(value) -> str:
-  """A remat setting as a policy name: True -> 'full', False / None / '' -> 'none', a policy name -> itself."""
-  if value is True:
-    return "full"
-  if value is False or value is None or value == "":
-    return "none"
-  if isinstance(value, str) and value in REMAT_POLICIES:
-    return value
-  raise ValueError(f"unknown remat policy {value!r}; choose one of {', '.join(REMAT_POLICIES)} (or a bool)")
 
 
 def memory_efficient(attention: str) -> bool:

@@ -1,0 +1,66 @@
+"""Compile time of a training gradient against model depth: with the layers under one lax.scan it should barely grow.
+
+  python -m genenv_jax.bench.compile_depth [--layers 4,28] [--tokens 128] [--remat full]
+
+Qwen2.5-7B's shapes (hidden 3584, MLP 18944, 28 query / 4 KV heads of 128, vocab 152064), bfloat16, shape-only
+parameters (nothing is allocated): lowers and compiles value_and_grad of the mean log-likelihood of one row on the
+CPU, and prints the seconds per depth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from genenv_jax.models.config import ModelConfig
+from genenv_jax.models.hf import abstract_model
+
+QWEN2_5_7B = dict(
+  vocab_size=152064,
+  hidden_size=3584,
+  intermediate_size=18944,
+  num_heads=28,
+  num_kv_heads=4,
+  head_dim=128,
+  qkv_bias=True,
+  rope_theta=1e6,
+  param_dtype="bfloat16",
+  dtype="bfloat16",
+)
+
+
+def compile_seconds(num_layers: int, tokens: int, remat: str, shape: dict | None = None) -> tuple[float, float]:
+  """(lower seconds, compile seconds) of the gradient step of a `num_layers`-deep model of `shape`."""
+  config = ModelConfig(**(shape or QWEN2_5_7B), num_layers=num_layers, remat=remat, attention="blockwise")
+  graphdef, params = abstract_model(config)
+  ids = jax.ShapeDtypeStruct((1, tokens), jnp.int32)
+  mask = jax.ShapeDtypeStruct((1, tokens), jnp.bool_)
+
+  def loss(p, ids, mask):
+    logits, _ = nnx.merge(graphdef, p)(ids, mask)
+    return jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), ids[..., None], axis=-1))
+
+  start = time.perf_counter()
+  lowered = jax.jit(jax.value_and_grad(loss)).lower(params, ids, mask)
+  lowered_at = time.perf_counter()
+  lowered.compile()
+  return lowered_at - start, time.perf_counter() - lowered_at
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--layers", default="4,28", help="depths, comma-separated")
+  parser.add_argument("--tokens", type=int, default=128)
+  parser.add_argument("--remat", default="full")
+  args = parser.parse_args()
+  for n in (int(x) for x in args.layers.split(",")):
+    lower, comp = compile_seconds(n, args.tokens, args.remat)
+    print(f"{n:3d} layers: lower {lower:6.1f} s, compile {comp:6.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+  main()

@@ -198,7 +198,7 @@ def test_reference_per_minibatch_under_remat_at_the_sampling_temperature():
   config = tiny_config(
     **{
       "mode": "grpo",
-      "agent.model.remat": True,
+      "agent.model.remat": "save_dots",
       "agent.grpo.minibatches": 2,
       "agent.sampling.temperature": 0.7,
       "agent.logprob_chunk": 2,

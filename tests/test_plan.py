@@ -134,7 +134,7 @@ def test_known_models_and_unknown_checkpoint():
     4,
     152064,
   )
-  assert mc.qkv_bias and not mc.tie_word_embeddings and mc.remat and mc.dtype == "bfloat16"
+  assert mc.qkv_bias and not mc.tie_word_embeddings and mc.rematerializes and mc.dtype == "bfloat16"
   assert abs(mc.num_params - 7.6e9) < 0.05e9  # Qwen2.5-7B: 7.61B parameters
   cfg = _smoke().agent.model
   cfg.hf_path = "/ckpt/Mystery-13B"

@@ -16,26 +16,17 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from genenv_jax import plan
 from genenv_jax.models.config import ModelConfig
 from genenv_jax.models.hf import abstract_model
 
-QWEN2_5_7B = dict(
-  vocab_size=152064,
-  hidden_size=3584,
-  intermediate_size=18944,
-  num_heads=28,
-  num_kv_heads=4,
-  head_dim=128,
-  qkv_bias=True,
-  rope_theta=1e6,
-  param_dtype="bfloat16",
-  dtype="bfloat16",
-)
+# Qwen2.5-7B as plan knows it (its config.json), in bfloat16.
+QWEN2_5_7B = {**plan._QWEN, **plan.KNOWN_MODELS["qwen2.5-7b"], "param_dtype": "bfloat16", "dtype": "bfloat16"}
 
 
 def compile_seconds(num_layers: int, tokens: int, remat: str, shape: dict | None = None) -> tuple[float, float]:
   """(lower seconds, compile seconds) of the gradient step of a `num_layers`-deep model of `shape`."""
-  config = ModelConfig(**(shape or QWEN2_5_7B), num_layers=num_layers, remat=remat, attention="blockwise")
+  config = ModelConfig(**{**(shape or QWEN2_5_7B), "num_layers": num_layers}, remat=remat, attention="blockwise")
   graphdef, params = abstract_model(config)
   ids = jax.ShapeDtypeStruct((1, tokens), jnp.int32)
   mask = jax.ShapeDtypeStruct((1, tokens), jnp.bool_)

@@ -86,6 +86,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     model.dtype = "bfloat16"
     model.remat = "full"
     model.arch = "qwen2.5-7b"  # the shape `genenv_jax.plan` compiles (it never opens hf_path); see plan.KNOWN_MODELS
+  # The agent's 512 rows x 8,000-token prompts prefill in 4 chunks of 128 rows: the prompt activations, not the
+  # weights or the cache, set the sampling peak (plan: v6e-64 does not fit with every row at once).
+  c.agent.sampling.prefill_rows = 128
 
   c.domain.update(
     dict(

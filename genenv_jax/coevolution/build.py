@@ -63,6 +63,7 @@ def step_settings(config: ml_collections.ConfigDict, domain: Domain, tokenizer: 
       top_p=cfg.top_p,
       eos_ids=tuple(tokenizer.eos_ids),
       pad_id=tokenizer.pad_id,
+      prefill_rows=int(cfg.get("prefill_rows", 0) or 0),
     )
 
   return StepSettings(

@@ -35,6 +35,7 @@ class SamplingParams:
   top_p: float = 1.0  # 1 disables
   eos_ids: tuple[int, ...] = ()
   pad_id: int = 0
+  prefill_rows: int = 0  # rows per prefill chunk in `sample` (0 = all at once); bounds the prefill's activations
 
   def __post_init__(self):
     if self.max_new_tokens <= 0:
@@ -45,6 +46,8 @@ class SamplingParams:
       raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
     if not 0.0 < self.top_p <= 1.0:
       raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+    if self.prefill_rows < 0:
+      raise ValueError(f"prefill_rows must be >= 0 (0 = every row at once), got {self.prefill_rows}")
 
 
 class SampleOutput(NamedTuple):
@@ -88,6 +91,33 @@ def prefill(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, c
   """Runs the prompt through the model into the cache; returns the last position's logits [B, V] and the cache."""
   logits, cache = model(prompt_ids, prompt_mask, cache=cache, logits_from=-1)
   return logits[:, -1, :], cache
+
+
+def prefill_in_row_chunks(
+  model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, cache_length: int, rows: int
+) -> tuple[jax.Array, dict]:
+  """`prefill` of `rows` rows at a time (a lax.scan over row chunks), so the prompt's activations peak at
+  [rows, T, ...] instead of [B, T, ...]; the chunks' caches are joined into one cache of B rows. Equal to one
+  prefill of every row: rows never interact."""
+  b, t = prompt_ids.shape
+  if b % rows:
+    raise ValueError(f"sampling.prefill_rows={rows} must divide the {b} rows sampled at once; pick a divisor of {b}")
+  chunks = b // rows
+
+  def one(_, xs):
+    ids, mask = xs
+    return None, prefill(model, ids, mask, init_cache(model.config, rows, cache_length))
+
+  _, (logits, caches) = jax.lax.scan(
+    one, None, (prompt_ids.reshape(chunks, rows, t), prompt_mask.reshape(chunks, rows, t))
+  )
+  join = lambda x: jnp.moveaxis(x, 0, 1).reshape(x.shape[1], b, *x.shape[3:])  # noqa: E731 [C, L, R, ...] -> [L, B, ...]
+  cache = {
+    "layers": jax.tree.map(join, caches["layers"]),
+    "mask": caches["mask"].reshape(b, -1),
+    "index": caches["index"][0],
+  }
+  return logits.reshape(b, -1), cache
 
 
 def decode(
@@ -135,8 +165,13 @@ def sample(
   model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, key: jax.Array, params: SamplingParams
 ) -> SampleOutput:
   """Prefill plus decode in one traceable function, for use inside a larger jitted program (the co-evolution step)."""
-  cache = init_cache(model.config, prompt_ids.shape[0], prompt_ids.shape[1] + params.max_new_tokens)
-  last_logits, cache = prefill(model, prompt_ids, prompt_mask, cache)
+  cache_length = prompt_ids.shape[1] + params.max_new_tokens
+  if params.prefill_rows and params.prefill_rows < prompt_ids.shape[0]:
+    last_logits, cache = prefill_in_row_chunks(model, prompt_ids, prompt_mask, cache_length, params.prefill_rows)
+  else:
+    last_logits, cache = prefill(
+      model, prompt_ids, prompt_mask, init_cache(model.config, prompt_ids.shape[0], cache_length)
+    )
   return decode(model, last_logits, cache, key, params)[0]
 
 

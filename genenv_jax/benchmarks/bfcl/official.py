@@ -42,18 +42,9 @@ import re
 from typing import Any, Callable, Mapping, Sequence
 
 from genenv_jax.benchmarks.bfcl import convert as bfcl_convert
+from genenv_jax.benchmarks.bfcl.checker import PYTHON_TYPES  # BFCL's declared type names -> Python types
 from genenv_jax.benchmarks.bfcl.source import SourceSyntaxError, parse_java, parse_js
 
-PYTHON_TYPES: dict[str, type] = {
-  "string": str,
-  "integer": int,
-  "float": float,
-  "boolean": bool,
-  "array": list,
-  "tuple": list,
-  "dict": dict,
-  "any": str,
-}
 MAX_TEXT = 200_000
 _STANDARDIZE = re.compile(r"[ ,./\-_*^]")
 _BIN_OPS: dict[type, Callable[[Any, Any], Any]] = {

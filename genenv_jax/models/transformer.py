@@ -9,7 +9,8 @@ RoPE (Su et al. 2021) uses the "rotate half" layout of transformers' Llama/Qwen2
 Batches are left-padded. `attention_mask[b, t]` marks real tokens; the position of a real token is the number of real
 tokens before it in its row, so a left-padded row gets the same positions as the unpadded one.
 
-The KV cache is a dict of arrays: per layer `k`, `v` of shape [B, num_kv_heads, S, head_dim], `mask` [B, S] (which
+The KV cache is a dict of arrays: `layers` {`k`, `v`}, stacked like the layers' parameters, of shape
+[L, B, num_kv_heads, S, head_dim] and updated in place (the scan over layers carries it), `mask` [B, S] (which
 slots hold real tokens) and `index` (the next slot to write, the same for all rows). Every parameter is an nnx.Param
 with `logical_axes` metadata; genenv_jax.parallel.sharding maps those onto the mesh.
 """
@@ -124,9 +125,13 @@ class Attention(nnx.Module):
     positions: jax.Array,
     key_mask: jax.Array,
     inv_freq: jax.Array,
-    layer_cache: Cache | None,
+    cache: Cache | None,
     cache_index: jax.Array | None,
+    layer: jax.Array | None,
   ) -> tuple[jax.Array, Cache | None]:
+    """One layer's attention. With a cache (the whole stacked cache {"k", "v"}: [L, B, K, S, D], and this layer's
+    index `layer`), the T new keys and values are written into slots [cache_index, cache_index + T) of the layer's row
+    in place, and attention reads that row; the updated stacked cache is returned."""
     cfg = self.config
     dt = x.dtype
     q = dense(x, self.q_proj[...].astype(dt))
@@ -142,13 +147,15 @@ class Attention(nnx.Module):
     # cache in place instead of transposing all of it.
     t = x.shape[1]
     k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
-    if layer_cache is None:
+    if cache is None:
       keys, values = k, v
-    else:
-      keys = jax.lax.dynamic_update_slice_in_dim(layer_cache["k"], k.astype(layer_cache["k"].dtype), cache_index, 2)
-      values = jax.lax.dynamic_update_slice_in_dim(layer_cache["v"], v.astype(layer_cache["v"].dtype), cache_index, 2)
-      layer_cache = {"k": keys, "v": values}
-      keys, values = keys.astype(dt), values.astype(dt)
+    else:  # write only the new slots of this layer's row, then read the row: the stacked cache is updated in place
+      start = (layer, 0, 0, cache_index, 0)
+      cache = {
+        name: jax.lax.dynamic_update_slice(cache[name], new[None].astype(cache[name].dtype), start)
+        for name, new in (("k", k), ("v", v))
+      }
+      keys, values = (jax.lax.dynamic_index_in_dim(cache[name], layer, 0, keepdims=False).astype(dt) for name in "kv")
 
     out = attention(
       q,
@@ -160,7 +167,7 @@ class Attention(nnx.Module):
       implementation=cfg.attention,
     ).reshape(x.shape[0], t, cfg.num_heads * cfg.head_dim)
     o_proj = self.o_proj[...].astype(dt).reshape(cfg.num_heads * cfg.head_dim, cfg.hidden_size)
-    return dense(out, o_proj), layer_cache
+    return dense(out, o_proj), cache
 
 
 class MLP(nnx.Module):
@@ -196,13 +203,13 @@ class Block(nnx.Module):
     self.post_attention_norm = nnx.Param(jnp.ones(norm_shape, pd), logical_axes=norm_axes)
     self.mlp = MLP(config, rngs=rngs, layers=layers)
 
-  def __call__(self, x, positions, key_mask, inv_freq, layer_cache, cache_index):
-    attn_out, layer_cache = self.attn(
-      rms_norm(x, self.input_norm[...], self.eps), positions, key_mask, inv_freq, layer_cache, cache_index
+  def __call__(self, x, positions, key_mask, inv_freq, cache=None, cache_index=None, layer=None):
+    attn_out, cache = self.attn(
+      rms_norm(x, self.input_norm[...], self.eps), positions, key_mask, inv_freq, cache, cache_index, layer
     )
     x = x + attn_out
     x = x + self.mlp(rms_norm(x, self.post_attention_norm[...], self.eps))
-    return constrain(x, ("batch", "length", "embed")), layer_cache
+    return constrain(x, ("batch", "length", "embed")), cache
 
 
 class Transformer(nnx.Module):
@@ -272,13 +279,21 @@ class Transformer(nnx.Module):
     # One scan over the stacked layers: the compiled program holds one layer's body whatever the depth.
     graphdef, stacked = nnx.split(self.layers)
 
-    def layer(x, xs):
-      layer_params, layer_cache = xs
-      return nnx.merge(graphdef, layer_params)(x, positions, key_mask, inv_freq, layer_cache, index)
+    if cache is None:
 
-    if cfg.rematerializes and cache is None:  # remat serves a backward pass; decoding has none
-      layer = jax.checkpoint(layer, policy=REMAT_SAVES[cfg.remat], prevent_cse=False)
-    x, new_layers = jax.lax.scan(layer, x, (stacked, None if cache is None else cache["layers"]))
+      def layer(x, layer_params):
+        return nnx.merge(graphdef, layer_params)(x, positions, key_mask, inv_freq)[0], None
+
+      if cfg.rematerializes:  # remat serves a backward pass; decoding has none
+        layer = jax.checkpoint(layer, policy=REMAT_SAVES[cfg.remat], prevent_cse=False)
+      x, _ = jax.lax.scan(layer, x, stacked)
+    else:  # the stacked cache rides in the carry, so each layer updates its new slots in place (no per-step copy)
+
+      def layer(carry, xs):
+        (x, layers_cache), (layer_params, i) = carry, xs
+        return nnx.merge(graphdef, layer_params)(x, positions, key_mask, inv_freq, layers_cache, index, i), None
+
+      (x, new_layers), _ = jax.lax.scan(layer, (x, cache["layers"]), (stacked, jnp.arange(cfg.num_layers)))
 
     if hidden_from:
       x = x[:, hidden_from:, :]

@@ -97,27 +97,38 @@ def prefill_in_row_chunks(
   model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, cache_length: int, rows: int
 ) -> tuple[jax.Array, dict]:
   """`prefill` of `rows` rows at a time (a lax.scan over row chunks), so the prompt's activations peak at
-  [rows, T, ...] instead of [B, T, ...]; the chunks' caches are joined into one cache of B rows. Equal to one
-  prefill of every row: rows never interact."""
+  [rows, T, ...] instead of [B, T, ...]. Equal to one prefill of every row: rows never interact.
+
+  Chunk c holds the rows c, c + C, c + 2C, ... (C = B / rows chunks), so with the batch sharded over devices every
+  chunk keeps an equal share of rows on each device (a device's contiguous rows split evenly across the chunks),
+  and no chunk is resharded. The cache of B rows is carried through the scan viewed as [L, B / C, C, ...]; chunk c
+  writes its slice c of the unsharded C axis in place.
+  """
   b, t = prompt_ids.shape
   if b % rows:
     raise ValueError(f"sampling.prefill_rows={rows} must divide the {b} rows sampled at once; pick a divisor of {b}")
   chunks = b // rows
+  by_chunk = lambda x: x.reshape(rows, chunks, *x.shape[1:]).swapaxes(0, 1)  # noqa: E731  [B, ...] -> [C, rows, ...]
+  by_row = lambda x: x.swapaxes(0, 1).reshape(b, *x.shape[2:])  # noqa: E731  [C, rows, ...] -> [B, ...]
 
-  def one(_, xs):
-    ids, mask = xs
-    return None, prefill(model, ids, mask, init_cache(model.config, rows, cache_length))
+  def one(layers, xs):
+    ids, mask, chunk = xs
+    logits, cache = prefill(model, ids, mask, init_cache(model.config, rows, cache_length))
+    write = lambda full, part: jax.lax.dynamic_update_slice_in_dim(full, part[:, :, None], chunk, 2)  # noqa: E731
+    return jax.tree.map(write, layers, cache["layers"]), (logits, cache["mask"])
 
-  _, (logits, caches) = jax.lax.scan(
-    one, None, (prompt_ids.reshape(chunks, rows, t), prompt_mask.reshape(chunks, rows, t))
+  full = init_cache(model.config, b, cache_length)["layers"]  # [L, B, ...] viewed as [L, B / C, C, ...]
+  layers, (logits, masks) = jax.lax.scan(
+    one,
+    jax.tree.map(lambda x: x.reshape(x.shape[0], rows, chunks, *x.shape[2:]), full),
+    (by_chunk(prompt_ids), by_chunk(prompt_mask), jnp.arange(chunks)),
   )
-  join = lambda x: jnp.moveaxis(x, 0, 1).reshape(x.shape[1], b, *x.shape[3:])  # noqa: E731 [C, L, R, ...] -> [L, B, ...]
   cache = {
-    "layers": jax.tree.map(join, caches["layers"]),
-    "mask": caches["mask"].reshape(b, -1),
-    "index": caches["index"][0],
+    "layers": jax.tree.map(lambda x: x.reshape(x.shape[0], b, *x.shape[3:]), layers),
+    "mask": by_row(masks),
+    "index": jnp.asarray(t, jnp.int32),
   }
-  return logits.reshape(b, -1), cache
+  return by_row(logits), cache
 
 
 def decode(

@@ -95,7 +95,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.agent.optimizer = ml_collections.ConfigDict(
     dict(lr=1e-4, weight_decay=0.0, max_grad_norm=1.0, eps=1e-8, warmup_steps=10)
   )
-  c.agent.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0, prefill_rows=0))
+  c.agent.sampling = ml_collections.ConfigDict(
+    dict(temperature=1.0, top_k=0, top_p=1.0, prefill_rows=0, kv_cache="auto")
+  )
   c.agent.logprob_chunk = 512  # response positions per LM-head chunk when scoring log-probs (rl.logprobs)
   c.agent.grpo = ml_collections.ConfigDict(
     dict(
@@ -118,7 +120,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.env.optimizer = ml_collections.ConfigDict(
     dict(lr=5e-4, weight_decay=0.0, max_grad_norm=1.0, eps=1e-8, warmup_steps=10)
   )
-  c.env.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0, prefill_rows=0))
+  c.env.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0, prefill_rows=0, kv_cache="auto"))
   c.env.logprob_chunk = 512
   c.env.num_seeds = 32
   c.env.samples_per_seed = 1

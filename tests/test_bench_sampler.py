@@ -26,3 +26,16 @@ def test_quick_benchmark_reports_finite_positive_figures(capsys):
     for name in ("decode_ours_tok_s", "decode_hf_tok_s", "decode_ratio"):  # a difference of times: None if noise
       assert r[name] is None or (math.isfinite(r[name]) and r[name] > 0), (name, r[name])
     assert 0.0 <= r["agreement"]["token_fraction"] <= 1.0
+
+
+def test_long_budget_mode_reports_rates_and_per_step_times_per_cache_kind(capsys):
+  result = sampler.main(["--long", "--quick"])
+  printed = capsys.readouterr().out
+  assert "step ms" in printed and result["mode"] == "long"
+  rows = result["rows"]
+  assert [r["kv_cache"] for r in rows] == ["auto", "int8"]
+  for r in rows:
+    assert list(r["seconds"]) == [8, 16] and list(r["step_ms"]) == ["0-8", "8-16"]
+    assert all(math.isfinite(v) and v > 0 for v in r["tok_s"].values())
+    assert all(math.isfinite(v) for v in r["step_ms"].values())
+    assert 0.0 <= r["agreement_with_auto"]["token_fraction"] <= 1.0

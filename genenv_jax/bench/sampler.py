@@ -15,6 +15,12 @@ On a small shared CPU, torch's intra-op threads can be far slower than one threa
 Usage:  python -m genenv_jax.bench.sampler [--configs 1m,8m] [--batch-sizes 8,64] [--new-tokens 64]
                                           [--prompt-len 32] [--repeats 3] [--torch-threads N] [--quick]
 Prints a table, then one line `JSON: {...}` with every figure.
+
+Long-budget mode (`--long`, ours only, random weights): one greedy `generate` per budget in `--long-budgets`
+(default 1,024, 4,096 and 8,192 new tokens) and per KV cache kind in `--kv-caches` (auto = the compute dtype, int8),
+no EOS. It prints decode tok/s at each budget and the per-step time as the cache fills: between two budgets N1 < N2,
+(t(N2) - t(N1)) / (N2 - N1), the cost of the steps from slot N1 to N2, so a step's cost growing with the filled
+length shows as a rising column.
 """
 
 from __future__ import annotations
@@ -62,7 +68,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads (0: the CPU core count)")
   p.add_argument("--quick", action="store_true", help="tiny model, batch 2, 4 new tokens, 1 repeat (the smoke test)")
+  p.add_argument("--long", action="store_true", help="long-budget decode mode (ours only): see the module docstring")
+  p.add_argument("--long-budgets", default="1024,4096,8192", help="--long: comma-separated new-token budgets")
+  p.add_argument("--kv-caches", default="auto,int8", help="--long: comma-separated KV cache kinds (auto, int8)")
   args = p.parse_args(argv)
+  args.long_budgets = tuple(sorted(int(n) for n in args.long_budgets.split(",") if n.strip()))
+  args.kv_caches = tuple(k.strip() for k in args.kv_caches.split(",") if k.strip())
+  if args.long and args.quick:
+    args.long_budgets = (8, 16)
   args.configs = tuple(c.strip() for c in args.configs.split(",") if c.strip())
   args.batch_sizes = tuple(int(b) for b in args.batch_sizes.split(",") if b.strip())
   if args.quick:
@@ -73,6 +86,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.error(f"unknown configs {unknown}; choose from {sorted(MODEL_SPECS)}")
   if args.new_tokens <= 0 or args.prompt_len <= 0 or args.repeats <= 0 or not args.batch_sizes:
     p.error("--new-tokens, --prompt-len, --repeats and --batch-sizes must be positive")
+  if not args.long_budgets or min(args.long_budgets) <= 0:
+    p.error("--long-budgets must be positive integers")
+  from genenv_jax.models.transformer import KV_CACHE_KINDS
+
+  if not args.kv_caches or set(args.kv_caches) - set(KV_CACHE_KINDS):
+    p.error(f"--kv-caches must name kinds from {', '.join(KV_CACHE_KINDS)}, got {args.kv_caches}")
   return args
 
 
@@ -241,9 +260,94 @@ def format_table(rows: list[dict[str, Any]]) -> str:
   return "\n".join(lines)
 
 
+def long_budget(name: str, spec: ModelSpec, args: argparse.Namespace) -> list[dict[str, Any]]:
+  """Decode at each budget of args.long_budgets with each KV cache kind: one row per (batch, kind)."""
+  import jax
+  from flax import nnx
+
+  import genenv_jax as gj
+  from genenv_jax.models.config import ModelConfig
+
+  cache_slots = args.prompt_len + max(args.long_budgets)
+  config = ModelConfig(
+    vocab_size=spec.vocab_size,
+    hidden_size=spec.hidden_size,
+    intermediate_size=spec.intermediate_size,
+    num_layers=spec.num_layers,
+    num_heads=spec.num_heads,
+    num_kv_heads=spec.num_kv_heads,
+    head_dim=spec.hidden_size // spec.num_heads,
+    max_position_embeddings=cache_slots,
+  )
+  model = gj.Transformer(config, rngs=nnx.Rngs(args.seed))
+  rows, rng = [], np.random.RandomState(args.seed)
+  for batch in args.batch_sizes:
+    ids = rng.randint(3, spec.vocab_size, size=(batch, args.prompt_len)).astype(np.int32)
+    tokens = {}
+    for kind in args.kv_caches:
+
+      def run(steps: int) -> np.ndarray:
+        out = gj.generate(model, ids, max_new_tokens=steps, temperature=0.0, kv_cache=kind, buckets=())
+        return np.asarray(jax.block_until_ready(out).tokens)
+
+      seconds, previous = {}, (0, 0.0)
+      step_ms = {}
+      for n in args.long_budgets:
+        _, times, tokens[kind] = timed(lambda: run(n), args.repeats)  # called at once, inside the loop
+        seconds[n] = min(times)
+        step_ms[f"{previous[0]}-{n}"] = 1e3 * (seconds[n] - previous[1]) / (n - previous[0])
+        previous = (n, seconds[n])
+      rows.append(
+        {
+          "config": name,
+          "batch": batch,
+          "kv_cache": kind,
+          "prompt_len": args.prompt_len,
+          "seconds": seconds,
+          "tok_s": {n: batch * n / t for n, t in seconds.items()},
+          "step_ms": step_ms,
+        }
+      )
+    if len(tokens) > 1:  # greedy tokens of each kind against the first kind's (float noise can fork long runs)
+      first = tokens[args.kv_caches[0]]
+      for row in rows[-len(tokens) :]:
+        row["agreement_with_" + args.kv_caches[0]] = agreement(tokens[row["kv_cache"]], first)
+  return rows
+
+
+def format_long(rows: list[dict[str, Any]]) -> str:
+  """One line per (config, batch, cache kind): tok/s at each budget, then the per-step ms of each interval."""
+  lines = []
+  for r in rows:
+    rates_ = " ".join(f"{n}: {rate:,.0f}" for n, rate in r["tok_s"].items())
+    steps = " ".join(f"{span}: {ms:.2f}" for span, ms in r["step_ms"].items())
+    agree = next((f" | tokens agree {v['token_fraction']:.1%}" for k, v in r.items() if k.startswith("agreement")), "")
+    lines.append(f"{r['config']:<5} batch {r['batch']:>3} {r['kv_cache']:>5} | tok/s {rates_} | step ms {steps}{agree}")
+  return "\n".join(lines)
+
+
+def main_long(args: argparse.Namespace) -> dict[str, Any]:
+  """--long: runs `long_budget` for every config, prints its lines and a `JSON: ...` line, returns that dict."""
+  import jax
+
+  rows = [row for name in args.configs for row in long_budget(name, MODEL_SPECS[name], args)]
+  print(
+    f"genenv_jax.generate, long budgets {args.long_budgets} new tokens after a {args.prompt_len}-token prompt, greedy, "
+    f"random float32 weights, best of {args.repeats}; jax {jax.__version__} on {jax.devices()[0].platform}, "
+    f"{os.cpu_count()} CPU cores. tok/s = batch x budget / seconds of the whole call; step ms over slots N1-N2 = "
+    "(t(N2) - t(N1)) / (N2 - N1)"
+  )
+  print(format_long(rows))
+  result = {"mode": "long", "prompt_len": args.prompt_len, "repeats": args.repeats, "rows": rows}
+  print("JSON: " + json.dumps(result))
+  return result
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   """Runs the benchmark, prints the table and a final `JSON: ...` line, and returns that JSON's dict."""
   args = parse_args(argv)
+  if args.long:
+    return main_long(args)
   import jax
   import torch
   import transformers

@@ -64,6 +64,7 @@ def step_settings(config: ml_collections.ConfigDict, domain: Domain, tokenizer: 
       eos_ids=tuple(tokenizer.eos_ids),
       pad_id=tokenizer.pad_id,
       prefill_rows=int(cfg.get("prefill_rows", 0) or 0),
+      kv_cache=cfg.get("kv_cache", "auto"),
     )
 
   return StepSettings(

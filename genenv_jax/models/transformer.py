@@ -150,12 +150,8 @@ class Attention(nnx.Module):
     if cache is None:
       keys, values = k, v
     else:  # write only the new slots of this layer's row, then read the row: the stacked cache is updated in place
-      start = (layer, 0, 0, cache_index, 0)
-      cache = {
-        name: jax.lax.dynamic_update_slice(cache[name], new[None].astype(cache[name].dtype), start)
-        for name, new in (("k", k), ("v", v))
-      }
-      keys, values = (jax.lax.dynamic_index_in_dim(cache[name], layer, 0, keepdims=False).astype(dt) for name in "kv")
+      cache = write_cache(cache, {"k": k, "v": v}, layer, cache_index)
+      keys, values = (read_cache(cache, name, layer, dt) for name in "kv")
 
     out = attention(
       q,
@@ -303,12 +299,47 @@ class Transformer(nnx.Module):
     return x, {"layers": new_layers, "mask": key_mask, "index": index + input_ids.shape[1]}
 
 
-def init_cache(config: ModelConfig, batch_size: int, max_length: int, dtype: Any = None) -> Cache:
-  """An empty cache of `max_length` slots (k/v in the compute dtype unless given)."""
-  dtype = to_dtype(config.dtype) if dtype is None else dtype
+KV_CACHE_KINDS = ("auto", "int8")  # "auto": the compute dtype; "int8": int8 with a scale per row, head and slot
+
+
+def init_cache(config: ModelConfig, batch_size: int, max_length: int, dtype: Any = None, kind: str = "auto") -> Cache:
+  """An empty cache of `max_length` slots: k/v in the compute dtype unless `dtype` is given, or, with kind="int8",
+  int8 k/v with float32 scales `k_scale`/`v_scale` [L, B, K, S] (`quantize_kv`)."""
+  if kind not in KV_CACHE_KINDS:
+    raise ValueError(f"unknown KV cache kind {kind!r}; choose one of {', '.join(KV_CACHE_KINDS)}")
+  dtype = jnp.int8 if kind == "int8" else to_dtype(config.dtype) if dtype is None else dtype
   shape = (config.num_layers, batch_size, config.num_kv_heads, max_length, config.head_dim)
-  return {
-    "layers": {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)},  # stacked like the layers' parameters
-    "mask": jnp.zeros((batch_size, max_length), bool),
-    "index": jnp.zeros((), jnp.int32),
-  }
+  layers = {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}  # stacked like the layers' parameters
+  if kind == "int8":
+    layers.update(k_scale=jnp.zeros(shape[:-1], jnp.float32), v_scale=jnp.zeros(shape[:-1], jnp.float32))
+  return {"layers": layers, "mask": jnp.zeros((batch_size, max_length), bool), "index": jnp.zeros((), jnp.int32)}
+
+
+def quantize_kv(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Symmetric int8 of each head's vector (the last axis): q = round(127 x / s), s = max|x| (absmax per row, head and
+  slot, as vLLM's per-token-head KV quantisation); x ~= q * s / 127. Returns (q int8, s / 127 float32)."""
+  x = x.astype(jnp.float32)
+  scale = jnp.max(jnp.abs(x), axis=-1) / 127.0
+  q = jnp.round(x / jnp.where(scale == 0, 1.0, scale)[..., None])
+  return jnp.clip(q, -127, 127).astype(jnp.int8), scale
+
+
+def write_cache(layers: Cache, new: dict[str, jax.Array], layer: jax.Array, index: jax.Array) -> Cache:
+  """Writes new keys/values [B, K, T, D] into slots [index, index + T) of row `layer` of the stacked cache, in place
+  (quantised first when the cache is int8)."""
+  out = dict(layers)
+  for name, x in new.items():
+    if f"{name}_scale" in layers:
+      x, scale = quantize_kv(x)
+      out[f"{name}_scale"] = jax.lax.dynamic_update_slice(layers[f"{name}_scale"], scale[None], (layer, 0, 0, index))
+    out[name] = jax.lax.dynamic_update_slice(layers[name], x[None].astype(layers[name].dtype), (layer, 0, 0, index, 0))
+  return out
+
+
+def read_cache(layers: Cache, name: str, layer: jax.Array, dtype: Any) -> jax.Array:
+  """Row `layer` of the stacked cache's `name` ("k" or "v") [B, K, S, D] in `dtype`, dequantised when int8."""
+  row = jax.lax.dynamic_index_in_dim(layers[name], layer, 0, keepdims=False)
+  if f"{name}_scale" not in layers:
+    return row.astype(dtype)
+  scale = jax.lax.dynamic_index_in_dim(layers[f"{name}_scale"], layer, 0, keepdims=False)
+  return (row.astype(jnp.float32) * scale[..., None]).astype(dtype)

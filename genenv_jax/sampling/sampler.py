@@ -20,7 +20,7 @@ import numpy as np
 from flax import nnx
 
 from genenv_jax.models.runtime import mesh_context, model_mesh, place_batch
-from genenv_jax.models.transformer import Transformer, init_cache
+from genenv_jax.models.transformer import KV_CACHE_KINDS, Transformer, init_cache
 
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
@@ -36,6 +36,7 @@ class SamplingParams:
   eos_ids: tuple[int, ...] = ()
   pad_id: int = 0
   prefill_rows: int = 0  # rows per prefill chunk in `sample` (0 = all at once); bounds the prefill's activations
+  kv_cache: str = "auto"  # "auto" (the compute dtype) or "int8" (int8 with per-row, head and slot scales)
 
   def __post_init__(self):
     if self.max_new_tokens <= 0:
@@ -48,6 +49,8 @@ class SamplingParams:
       raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
     if self.prefill_rows < 0:
       raise ValueError(f"prefill_rows must be >= 0 (0 = every row at once), got {self.prefill_rows}")
+    if self.kv_cache not in KV_CACHE_KINDS:
+      raise ValueError(f"kv_cache must be one of {', '.join(KV_CACHE_KINDS)}, got {self.kv_cache!r}")
 
 
 class SampleOutput(NamedTuple):
@@ -94,7 +97,7 @@ def prefill(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, c
 
 
 def prefill_in_row_chunks(
-  model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, cache_length: int, rows: int
+  model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, cache_length: int, rows: int, kind: str = "auto"
 ) -> tuple[jax.Array, dict]:
   """`prefill` of `rows` rows at a time (a lax.scan over row chunks), so the prompt's activations peak at
   [rows, T, ...] instead of [B, T, ...]. Equal to one prefill of every row: rows never interact.
@@ -113,11 +116,11 @@ def prefill_in_row_chunks(
 
   def one(layers, xs):
     ids, mask, chunk = xs
-    logits, cache = prefill(model, ids, mask, init_cache(model.config, rows, cache_length))
+    logits, cache = prefill(model, ids, mask, init_cache(model.config, rows, cache_length, kind=kind))
     write = lambda full, part: jax.lax.dynamic_update_slice_in_dim(full, part[:, :, None], chunk, 2)  # noqa: E731
     return jax.tree.map(write, layers, cache["layers"]), (logits, cache["mask"])
 
-  full = init_cache(model.config, b, cache_length)["layers"]  # [L, B, ...] viewed as [L, B / C, C, ...]
+  full = init_cache(model.config, b, cache_length, kind=kind)["layers"]  # [L, B, ...] viewed as [L, B / C, C, ...]
   layers, (logits, masks) = jax.lax.scan(
     one,
     jax.tree.map(lambda x: x.reshape(x.shape[0], rows, chunks, *x.shape[2:]), full),
@@ -178,11 +181,12 @@ def sample(
   """Prefill plus decode in one traceable function, for use inside a larger jitted program (the co-evolution step)."""
   cache_length = prompt_ids.shape[1] + params.max_new_tokens
   if params.prefill_rows and params.prefill_rows < prompt_ids.shape[0]:
-    last_logits, cache = prefill_in_row_chunks(model, prompt_ids, prompt_mask, cache_length, params.prefill_rows)
-  else:
-    last_logits, cache = prefill(
-      model, prompt_ids, prompt_mask, init_cache(model.config, prompt_ids.shape[0], cache_length)
+    last_logits, cache = prefill_in_row_chunks(
+      model, prompt_ids, prompt_mask, cache_length, params.prefill_rows, params.kv_cache
     )
+  else:
+    cache = init_cache(model.config, prompt_ids.shape[0], cache_length, kind=params.kv_cache)
+    last_logits, cache = prefill(model, prompt_ids, prompt_mask, cache)
   return decode(model, last_logits, cache, key, params)[0]
 
 
@@ -218,6 +222,7 @@ def generate(
   key: jax.Array | None = None,
   buckets: Sequence[int] = DEFAULT_BUCKETS,
   max_cache_length: int | None = None,
+  kv_cache: str = "auto",
 ) -> SampleOutput:
   """Samples continuations of a left-padded prompt batch; deterministic for a given key.
 
@@ -231,6 +236,7 @@ def generate(
     top_p=float(top_p),
     eos_ids=tuple(int(e) for e in eos_ids),
     pad_id=int(pad_id),
+    kv_cache=kv_cache,
   )
   input_ids = np.asarray(input_ids, np.int32)
   if input_ids.ndim != 2:
@@ -255,7 +261,7 @@ def generate(
   graphdef, state = nnx.split(model)
   mesh = model_mesh(state)
   ids, mask = place_batch((input_ids, mask), mesh)
-  cache = init_cache(model.config, ids.shape[0], padded + params.max_new_tokens)
+  cache = init_cache(model.config, ids.shape[0], padded + params.max_new_tokens, kind=params.kv_cache)
   cache = place_batch(cache, mesh) if mesh is not None else cache
   with mesh_context(mesh):
     last_logits, cache = _prefill_jit(graphdef, state, ids, mask, cache)

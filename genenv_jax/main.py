@@ -48,6 +48,13 @@ def main(argv) -> None:
   if not flags.FLAGS["verbosity"].present:  # orbax logs every checkpoint step at INFO; keep the console to progress
     logging.set_verbosity(logging.WARNING)
   config = _CONFIG.value
+  from genenv_jax.training.config_checks import ConfigError, validate
+
+  try:  # every bad value at once, before JAX starts or anything is built
+    validate(config)
+  except ConfigError as e:
+    print(f"error: {e}", file=sys.stderr, flush=True)
+    sys.exit(2)
   from genenv_jax.parallel import sharding
 
   # Before any JAX computation: config.distributed=True, or JAX_NUM_PROCESSES > 1 from the launch environment.

@@ -185,8 +185,8 @@ def slice_of(config, devices: int | None = None, chip_name: str | None = None) -
   return chip_name, devices
 
 
-def shape_of(mc):
-  """plan_math.Shape of a ModelConfig."""
+def shape_of(mc, kv_cache: str = "auto"):
+  """plan_math.Shape of a ModelConfig, with the KV cache kind its sampling uses."""
   import numpy as np
 
   from genenv_jax.models.config import to_dtype
@@ -206,6 +206,7 @@ def shape_of(mc):
     hidden=mc.hidden_size,
     intermediate=mc.intermediate_size,
     dtype_bytes=np.dtype(to_dtype(mc.dtype)).itemsize,
+    kv_cache=kv_cache,
   )
 
 
@@ -469,7 +470,8 @@ def plan(
     mesh_sizes = virtual_mesh_sizes(dict(config.mesh), devices)
   mesh_shape = plan_analytic.MeshShape(mesh_sizes["data"], mesh_sizes["fsdp"], mesh_sizes["tensor"])
   w = workload_of(config, lengths)
-  agent_shape, env_shape = shape_of(agent_mc), shape_of(env_mc)
+  agent_shape = shape_of(agent_mc, config.agent.sampling.get("kv_cache", "auto"))
+  env_shape = shape_of(env_mc, config.env.sampling.get("kv_cache", "auto"))
   remat = {"agent": plan_analytic.remat_policy(agent_mc.remat), "env": plan_analytic.remat_policy(env_mc.remat)}
   if agent_mc.attention != env_mc.attention:
     raise ValueError(
@@ -536,6 +538,7 @@ def plan(
       "minibatches": w.minibatches,
       "logprob_chunk": {"agent": w.agent_logprob_chunk, "env": w.env_logprob_chunk},
       "prefill_rows": {"agent": w.agent_prefill_rows, "env": w.env_prefill_rows},
+      "kv_cache": {"agent": agent_shape.kv_cache, "env": env_shape.kv_cache},
     },
     "compiled": bool(compile_program),
     "compile_s": {"build": t1 - t0, "lower": t2 - t1, "compile": t3 - t2},
@@ -657,7 +660,7 @@ def format_report(r: dict, advice) -> str:
       f"shapes: agent {c['rows']['agent rows']} rows x ({L['agent_prompt_len']} prompt + {L['agent_answer_len']} "
       f"response) in {c['minibatches']} mini-batches; env {c['rows']['env rows']} rows x ({L['env_prompt_len']} "
       f"prompt + {L['env_output_len']} output); log-prob chunk {c['logprob_chunk']}, prefill rows "
-      f"{c['prefill_rows']} (0 = all)"
+      f"{c['prefill_rows']} (0 = all), KV cache {c.get('kv_cache', 'auto')}"
     ),
   ]
   if r["compiled"]:
@@ -747,6 +750,9 @@ def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   try:
+    from genenv_jax.training.config_checks import validate
+
+    validate(_CONFIG.value)  # a ConfigError is a ValueError: one message listing every bad value, exit 2
     chip_name, devices = slice_of(_CONFIG.value, _DEVICES.value, _CHIP.value)
     if not _NOCOMPILE.value:
       set_device_count(devices, _FAST.value)

@@ -94,6 +94,28 @@ def command(config: str, spec: RunSpec, path: str, overrides: list[str]) -> list
   ]
 
 
+def check_configs(config: str, specs: list[RunSpec], overrides: list[str]) -> None:
+  """Validates every variant's config (genenv_jax.training.config_checks) before any run starts; exits with status 2
+  listing the bad values. The --config.* overrides are validated by each run's own start-up, which also exits 2."""
+  import importlib.util
+
+  from genenv_jax.training.config_checks import ConfigError, validate
+
+  path = config.split(":", 1)[0]
+  spec = importlib.util.spec_from_file_location("sweep_config", path)
+  if spec is None or not os.path.isfile(path):
+    print(f"sweep: error: the config file {path!r} does not exist", file=sys.stderr)
+    sys.exit(2)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  for variant in sorted({s.variant for s in specs}):
+    try:
+      validate(module.get_config(variant))
+    except (ConfigError, ValueError) as e:
+      print(f"sweep: error: variant {variant!r} of {path}: {e}", file=sys.stderr)
+      sys.exit(2)
+
+
 def link_tensorboard(workdir: str, spec: RunSpec) -> None:
   """DIR/tensorboard/NAME -> runs/NAME/tensorboard (relative, so the sweep directory can move)."""
   tb = os.path.join(workdir, "tensorboard")
@@ -148,6 +170,7 @@ def main(argv) -> None:
   if not _CONFIG.value or not _WORKDIR.value:
     raise app.UsageError("--config and --workdir are required")
   specs = plan(_VARIANTS.value, _SEEDS.value)
+  check_configs(_CONFIG.value, specs, overrides)
   workdir = os.path.expanduser(_WORKDIR.value)
   if _DRY_RUN.value:
     for s in specs:

@@ -315,6 +315,8 @@ def test_forward_flops_and_causal_keys():
     body_params=1, head_params=40, layers=3, heads=4, head_dim=8, kv_heads=2, param_bytes=1, hidden=10, dtype_bytes=2
   )
   assert s.vocab == 4 and s.kv_bytes_per_token == 2 * 3 * 2 * 8 * 2
+  int8 = dataclasses.replace(s, kv_cache="int8")  # one byte per element plus a float32 scale per head vector
+  assert int8.kv_bytes_per_token == 2 * 3 * 2 * (8 + 4)
 
 
 def test_advice_ranking():

@@ -146,6 +146,7 @@ class Shape:
   hidden: int = 0
   intermediate: int = 0
   dtype_bytes: int = 2  # bytes per activation / KV-cache element (the compute dtype)
+  kv_cache: str = "auto"  # the KV cache kind: "auto" (dtype_bytes per element) or "int8" (1 byte + a float32 scale)
 
   @property
   def vocab(self) -> int:
@@ -153,8 +154,10 @@ class Shape:
 
   @property
   def kv_bytes_per_token(self) -> int:
-    """KV-cache bytes one token occupies over all layers: 2 (K and V) × layers × kv_heads × head_dim × dtype bytes."""
-    return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
+    """KV-cache bytes one token occupies over all layers: 2 (K and V) × layers × kv_heads × bytes of one head's
+    vector, head_dim × dtype bytes, or for an int8 cache head_dim × 1 + 4 (its float32 scale)."""
+    vector = self.head_dim + 4 if self.kv_cache == "int8" else self.head_dim * self.dtype_bytes
+    return 2 * self.layers * self.kv_heads * vector
 
 
 def forward_flops(shape: Shape, rows: int, tokens: int, keys: float, head_tokens: int) -> float:

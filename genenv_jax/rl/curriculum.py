@@ -148,6 +148,9 @@ def curriculum_targets(
 # -------------------------------------------------------------------------------------------------- KL cap
 
 
+KL_CAP_MODES = ("skip", "scale", "sqrt")
+
+
 def kl_cap_scale(kl: Array, max_kl: float = DEFAULT_MAX_KL, mode: str = "scale") -> Array:
   """Scale s ∈ [0, 1] for an update whose measured KL is `kl` (GenEnv paper, Section 3: cap on each update's KL).
 
@@ -168,7 +171,7 @@ def kl_cap_scale(kl: Array, max_kl: float = DEFAULT_MAX_KL, mode: str = "scale")
     return jnp.where(over, ratio, 1.0)
   if mode == "sqrt":
     return jnp.where(over, jnp.sqrt(ratio), 1.0)
-  raise ValueError(f"unknown kl cap mode {mode!r}; expected 'skip', 'scale' or 'sqrt'")
+  raise ValueError(f"unknown kl cap mode {mode!r}; expected one of {', '.join(KL_CAP_MODES)}")
 
 
 # -------------------------------------------------------------------------------------------------- RWR loss

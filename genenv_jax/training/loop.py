@@ -32,6 +32,7 @@ from genenv_jax.parallel import sharding as shd
 from genenv_jax.reporting.summary_report import phenomena
 from genenv_jax.rl import pools
 from genenv_jax.training.checkpointing import Checkpointer, PreemptionGuard
+from genenv_jax.training.config_checks import validate as validate_config
 from genenv_jax.training.metrics import MetricsWriter, ProgressLine, is_remote_path
 from genenv_jax.training.warm_start import sft_batches, supervised_warm_start
 
@@ -230,7 +231,9 @@ def _log_step(writer: MetricsWriter, run: Run, step: int, metrics: dict[str, np.
 
 
 def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[str, Any]:
-  """Runs (or resumes) a co-evolution run to config.total_steps; returns the summary dict."""
+  """Runs (or resumes) a co-evolution run to config.total_steps; returns the summary dict. Raises
+  config_checks.ConfigError, before anything is built, when the config has bad values."""
+  validate_config(config)
   started = time.time()
   log = log if shd.is_main_process() else (lambda *_: None)  # console output from process 0 only
   workdir = str(workdir)

@@ -1,0 +1,113 @@
+"""Config validation before any work (genenv_jax.training.config_checks): every bad value listed at once, exit 2."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import PROJECT_ROOT
+
+from configs import default, qwen2_5_7b, tools
+from genenv_jax.training import config_checks
+from genenv_jax.training.config_checks import ConfigError, problems, validate
+
+SHIPPED = (
+  [("default", v) for v in ("", *default.VARIANTS, "smoke+random", "smoke+pg")]
+  + [("tools", v) for v in tools.LENGTHS]
+  + [("qwen2_5_7b", v) for v in ("", *qwen2_5_7b.SLICES, "api_bank", "bfcl,v6e-64")]
+)
+
+
+@pytest.mark.parametrize("module,variant", SHIPPED)
+def test_every_shipped_config_variant_is_valid(module, variant):
+  config = {"default": default, "tools": tools, "qwen2_5_7b": qwen2_5_7b}[module].get_config(variant)
+  assert problems(config) == []
+
+
+@pytest.mark.parametrize(
+  "key,value,expected",
+  [
+    ("agent.optimizer.lr", -1e-4, "agent.optimizer.lr = -0.0001: must be a number > 0"),
+    ("env.curriculum.alpha", 1.5, "env.curriculum.alpha = 1.5: must be a number in [0, 1]"),
+    ("total_steps", 0, "total_steps = 0: must be an integer >= 1"),
+    ("eval_every", 0, "eval_every = 0: must be an integer >= 1"),
+    ("agent.grpo.kl_estimator", "k9", "agent.grpo.kl_estimator = 'k9': must be one of 'k1', 'k2', 'k3'"),
+    ("agent.grpo.group_size", 1, "agent.grpo.group_size = 1: must be an integer >= 2"),
+    ("env.curriculum.k_min", 0.6, "the band [-0.1, 1.1] must lie inside [0, 1]"),
+    ("agent.grpo.minibatches", 7, "agent.grpo.minibatches = 7: must divide the agent's 480 rows per step"),
+    ("env.kl_cap_mode", "clip", "env.kl_cap_mode = 'clip': must be one of 'skip', 'scale', 'sqrt'"),
+    ("agent.sampling.top_p", 0.0, "agent.sampling.top_p = 0.0: must be a number in (0, 1]"),
+    ("env.model.remat", "some", "env.model.remat = 'some': must be true, false or one of none, full"),
+    ("agent.sampling.kv_cache", "int4", "agent.sampling.kv_cache = 'int4': must be one of 'auto', 'int8'"),
+    ("pools.replay_mix", (0.5, 0.6, 0.0), "pools.replay_mix = (0.5, 0.6, 0.0): must be non-negative fractions"),
+    ("mesh.fsdp", 0, "mesh.fsdp = 0: must be an integer >= 1, or -1"),
+    ("mode", "ppo", "mode = 'ppo': must be one of 'coevolve', 'static', 'grpo'"),
+  ],
+)
+def test_each_bad_value_is_named_with_what_is_allowed(key, value, expected):
+  config = default.get_config("")
+  node = config
+  *parents, leaf = key.split(".")
+  for part in parents:
+    node = node[part]
+  node[leaf] = value
+  found = problems(config)
+  assert len(found) == 1 and expected in found[0], found
+
+
+def test_every_bad_value_is_listed_at_once():
+  config = default.get_config("smoke")
+  config.agent.optimizer.lr = -1.0
+  config.env.curriculum.alpha = 1.5
+  config.total_steps = 0
+  config.agent.grpo.kl_estimator = "k9"
+  with pytest.raises(ConfigError) as e:
+    validate(config)
+  message = str(e.value)
+  assert message.startswith("invalid config (4 bad values")
+  for key in ("agent.optimizer.lr", "env.curriculum.alpha", "total_steps", "agent.grpo.kl_estimator"):
+    assert key in message
+
+
+def test_an_hf_checkpoint_brings_its_own_shape():
+  config = default.get_config("")
+  config.agent.model.hf_path = "/some/checkpoint"
+  config.agent.model.num_heads = 3  # not a multiple of num_kv_heads, but the checkpoint's config.json rules
+  assert problems(config) == []
+
+
+def test_choice_lists_come_from_the_registries_the_code_dispatches_on():
+  from genenv_jax.rl.grpo import KL_ESTIMATORS, LOSS_AGGREGATIONS
+
+  config = default.get_config("")
+  for name in KL_ESTIMATORS:
+    config.agent.grpo.kl_estimator = name
+    assert problems(config) == []
+  for name in LOSS_AGGREGATIONS:
+    config.agent.grpo.loss_agg = name
+    assert problems(config) == []
+  assert config_checks.MODES == ("coevolve", "static", "grpo")
+
+
+def test_main_exits_2_before_any_work_on_a_bad_config(tmp_path):
+  workdir = tmp_path / "run"
+  proc = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "genenv_jax.main",
+      "--config=configs/default.py:smoke",
+      f"--workdir={workdir}",
+      "--config.agent.optimizer.lr=-1.0",
+      "--config.env.curriculum.alpha=1.5",
+    ],
+    cwd=PROJECT_ROOT,
+    env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert proc.returncode == 2, proc.stderr
+  assert "agent.optimizer.lr = -1.0" in proc.stderr and "env.curriculum.alpha = 1.5" in proc.stderr
+  assert "Traceback" not in proc.stderr
+  assert not workdir.exists()  # nothing built, nothing written

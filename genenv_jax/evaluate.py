@@ -29,12 +29,15 @@ valid_unseen; `--limit` = number of games), the paper's success-rate metric; the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import os
 import pathlib
 import sys
+import tempfile
 import time
-from typing import Any, Mapping, Sequence, TextIO
+from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from genenv_jax import data
 from genenv_jax.benchmarks.registry import benchmark_names, benchmark_note, make_benchmark
@@ -104,10 +107,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def read_predictions(path: str | pathlib.Path) -> dict[str, str]:
   """id -> output from a JSON lines file; ValueError naming the file and line of a malformed or repeated row."""
   path = pathlib.Path(path)
+  if path.is_dir():
+    raise ValueError(f"--predictions {path} is a directory; give the JSON lines file inside it")
   if not path.is_file():
     raise FileNotFoundError(f"--predictions file {path} does not exist")
   outputs: dict[str, str] = {}
-  for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+  raw = path.read_bytes()
+  try:
+    text = raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = raw[: e.start].count(b"\n") + 1
+    raise ValueError(
+      f"{path}:{line}: not UTF-8 (byte {raw[e.start]:#04x} at offset {e.start}); save it as UTF-8"
+    ) from None
+  for n, line in enumerate(text.splitlines(), 1):
     if not line.strip():
       continue
     try:
@@ -290,11 +303,37 @@ def format_table(metrics: Mapping[str, float]) -> str:
   return "\n".join(lines)
 
 
-def write_jsonl(path: pathlib.Path, rows: Sequence[Mapping[str, Any]]) -> None:
+def json_line(row: Mapping[str, Any]) -> str:
+  """One JSON line; non-ASCII text stays readable, but a string JSON's UTF-8 cannot hold (a lone surrogate in a
+  model's output) is written \\u-escaped, which json.loads reads back to the same string."""
+  line = json.dumps(row, ensure_ascii=False, default=str)
+  try:
+    line.encode("utf-8")
+  except UnicodeEncodeError:
+    line = json.dumps(row, ensure_ascii=True, default=str)
+  return line + "\n"
+
+
+def write_atomically(path: pathlib.Path, text: Iterable[str]) -> None:
+  """Writes `text` to a temporary file beside `path`, syncs it, then renames it over `path`: a failure at any point
+  leaves the previous file as it was, never a truncated one."""
   path.parent.mkdir(parents=True, exist_ok=True)
-  with path.open("w", encoding="utf-8") as f:
-    for row in rows:
-      f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      for chunk in text:
+        f.write(chunk)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(FileNotFoundError):
+      os.unlink(tmp)
+    raise
+
+
+def write_jsonl(path: pathlib.Path, rows: Sequence[Mapping[str, Any]]) -> None:
+  write_atomically(path, (json_line(row) for row in rows))
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -363,17 +402,24 @@ def report(
       print(f"{label}: {record[key]}", file=stdout)
   if record.get("note"):
     print(f"NOTE: {record['note']}", file=stdout)
-  if args.output:
-    write_jsonl(pathlib.Path(args.output), rows)
-    print(f"per-item results: {args.output}", file=stdout)
+  stdout.flush()  # the metrics are out before any file is written, whatever happens to the files
+  failed = []
   metrics_path = args.metrics_output or (
     pathlib.Path(args.output).with_suffix(".metrics.json") if args.output else None
   )
+  outputs = [(args.output, "per-item results", lambda p: write_jsonl(p, rows))] if args.output else []
   if metrics_path:
-    path = pathlib.Path(metrics_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
-    print(f"metrics: {path}", file=stdout)
+    outputs.append(
+      (metrics_path, "metrics", lambda p: write_atomically(p, [json.dumps(record, indent=1, default=str)]))
+    )
+  for target, label, write in outputs:
+    try:
+      write(pathlib.Path(target))
+      print(f"{label}: {target}", file=stdout)
+    except OSError as e:
+      failed.append(f"could not write the {label} to {target}: {e.strerror or e}")
+  if failed:
+    raise OutputError("; ".join(failed) + " (the metrics above are complete; any previous file is unchanged)")
 
 
 def evaluate(args: argparse.Namespace, stdout: TextIO, stderr: TextIO | None) -> dict[str, Any]:
@@ -407,11 +453,19 @@ def evaluate(args: argparse.Namespace, stdout: TextIO, stderr: TextIO | None) ->
   return record
 
 
+class OutputError(OSError):
+  """--output or --metrics-output could not be written (after the metrics were printed)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-  """The CLI entry point; returns the exit status (2 with an `error:` line on stderr for bad inputs)."""
+  """The CLI entry point; returns the exit status: 2 with an `error:` line on stderr for bad inputs, 1 when the
+  results were computed and printed but a file could not be written."""
   args = parse_args(argv)
   try:
     evaluate(args, sys.stdout, sys.stderr)
+  except OutputError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 1
   except (ValueError, FileNotFoundError, ImportError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

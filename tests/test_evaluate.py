@@ -409,3 +409,57 @@ def test_workdir_checkpoint_end_to_end(capsys, monkeypatch, tmp_path, shared_dat
   rows, record = read_results(out)
   assert len(rows) == 2 and record["checkpoint_step"] == 3 and record["tokenizer"].endswith("arith_spm.model")
   assert record["prompt_budget"] == 256 - 4  # the run's context length minus the new tokens
+
+
+# ---- results are never lost (issue 14, items 2 and 9) ----------------------------------------------------------------
+
+
+def test_output_with_a_lone_surrogate_is_written_whole_and_reads_back(capsys, tmp_path, shared_data):
+  bench = benchmarks.make_benchmark("api_bank")
+  items = bench.load_items(str(shared_data), "level-1", 2)
+  predictions = tmp_path / "p.jsonl"  # \ud800 escaped in the file: a lone surrogate once decoded
+  predictions.write_text(
+    "\n".join(json.dumps({"id": i.id, "output": "caf\u00e9 \ud800 " + bench.oracle_output(i)}) for i in items) + "\n"
+  )
+  out = tmp_path / "scored.jsonl"
+  rc, stdout, _ = run(
+    capsys, "--benchmark", "api_bank", "--split", "level-1", "--data-dir", shared_data, "--limit", "2",
+    "--predictions", predictions, "--output", out,
+  )  # fmt: skip
+  assert rc == 0 and "overall/accuracy" in stdout
+  rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+  assert len(rows) == 2 and all("\ud800" in r["output"] for r in rows)
+  assert not list(tmp_path.glob(".scored.jsonl.*"))  # no temporary file left behind
+
+
+def test_a_failed_write_prints_the_metrics_and_keeps_the_previous_file(capsys, monkeypatch, tmp_path, shared_data):
+  bench = benchmarks.make_benchmark("api_bank")
+  items = bench.load_items(str(shared_data), "level-1", 2)
+  predictions = tmp_path / "p.jsonl"
+  predictions.write_text("\n".join(json.dumps({"id": i.id, "output": bench.oracle_output(i)}) for i in items))
+  out = tmp_path / "scored.jsonl"
+  out.write_text("previous results\n")
+
+  def disk_full(*_args, **_kwargs):
+    raise OSError(28, "No space left on device")
+
+  monkeypatch.setattr(evaluate.os, "fsync", disk_full)
+  rc, stdout, stderr = run(
+    capsys, "--benchmark", "api_bank", "--split", "level-1", "--data-dir", shared_data, "--limit", "2",
+    "--predictions", predictions, "--output", out,
+  )  # fmt: skip
+  assert rc == 1
+  assert "overall/accuracy  1.0000" in stdout  # the metrics are printed whatever happens to the files
+  assert "could not write the per-item results" in stderr and "No space left on device" in stderr
+  assert out.read_text() == "previous results\n"  # untouched, not truncated
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl", "scored.jsonl"]
+
+
+def test_predictions_that_are_a_directory_or_not_utf8_are_named(capsys, tmp_path, shared_data):
+  common = ["--benchmark", "api_bank", "--split", "level-1", "--data-dir", shared_data]
+  rc, _, stderr = run(capsys, *common, "--predictions", tmp_path)
+  assert rc == 2 and f"--predictions {tmp_path} is a directory" in stderr
+  latin1 = tmp_path / "latin1.jsonl"
+  latin1.write_bytes(b'{"id": "level-1-0", "output": "ok"}\n{"id": "level-1-1", "output": "caf\xe9"}\n')
+  rc, _, stderr = run(capsys, *common, "--predictions", latin1)
+  assert rc == 2 and "latin1.jsonl:2: not UTF-8 (byte 0xe9" in stderr

@@ -1,16 +1,22 @@
-"""CLI: python -m genenv_jax.export --workdir RUN --out DIR [--model agent|env]
+"""CLI: python -m genenv_jax.export --workdir RUN --out DIR [--model agent|env] [--overwrite]
 
 Writes the trained agent (or env) of a run's latest checkpoint as an HF checkpoint directory (config.json +
 safetensors) that transformers' `from_pretrained`, and so any HF-compatible server, loads. When the run used an HF
 tokenizer directory its tokenizer files are copied beside the weights; a sentencepiece `.model` is copied as is.
+
+The checkpoint is written into a temporary directory beside DIR and renamed into place when complete. A DIR that
+exists and is not empty is refused unless --overwrite is given; it is then replaced whole, never mixed with the new
+files.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import shutil
 import sys
+import tempfile
 from typing import Sequence
 
 TOKENIZER_FILES = (
@@ -41,19 +47,48 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--workdir", required=True, help="a training run's workdir (summary.json + checkpoints/)")
   parser.add_argument("--out", required=True, help="the HF checkpoint directory to write")
   parser.add_argument("--model", choices=("agent", "env"), default="agent")
+  parser.add_argument("--overwrite", action="store_true", help="replace --out when it exists and is not empty")
   args = parser.parse_args(argv)
   from genenv_jax.evaluation.agents import load_workdir  # pylint: disable=import-outside-toplevel
   from genenv_jax.models.hf import save_hf  # pylint: disable=import-outside-toplevel
 
+  out = pathlib.Path(args.out).expanduser()
+  if out.exists() and not out.is_dir():
+    print(f"error: --out {out} is a file; give a directory", file=sys.stderr)
+    return 2
+  if out.is_dir() and any(out.iterdir()) and not args.overwrite:
+    print(
+      f"error: --out {out} is not empty; pass --overwrite to replace it, or choose a new directory", file=sys.stderr
+    )
+    return 2
   try:
     model, tokenizer, step = load_workdir(args.workdir, which=args.model)
   except (FileNotFoundError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  out = save_hf(model, args.out)
-  copied = copy_tokenizer(pathlib.Path(tokenizer.path), out)
+  out.parent.mkdir(parents=True, exist_ok=True)
+  staging = pathlib.Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.export-"))
+  try:
+    save_hf(model, staging)
+    copied = copy_tokenizer(pathlib.Path(tokenizer.path), staging)
+    replace_directory(staging, out)
+  except BaseException:
+    shutil.rmtree(staging, ignore_errors=True)
+    raise
   print(f"wrote the {args.model} at step {step} to {out} (tokenizer files: {', '.join(copied) or 'none'})")
   return 0
+
+
+def replace_directory(new: pathlib.Path, target: pathlib.Path) -> None:
+  """Puts the complete directory `new` at `target`: renamed into place, the old `target` (if any) moved aside first
+  and deleted only once the new one is in place, so an interrupted export never leaves a mix of two checkpoints."""
+  old = None
+  if target.exists():
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    os.replace(target, old)
+  os.replace(new, target)
+  if old is not None:
+    shutil.rmtree(old, ignore_errors=True)
 
 
 if __name__ == "__main__":

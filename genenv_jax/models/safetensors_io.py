@@ -45,14 +45,48 @@ class SafetensorsFile:
       if len(raw) != 8:
         raise ValueError(f"{self.path} is not a safetensors file (shorter than its 8-byte header size)")
       (size,) = struct.unpack("<Q", raw)
+      file_bytes = os.path.getsize(self.path)
+      if 8 + size > file_bytes:
+        raise ValueError(
+          f"{self.path}: the safetensors header claims {size} bytes but the file has only {file_bytes - 8} after its "
+          "size field (a truncated or corrupt file: copy or export it again)"
+        )
       try:
         header = json.loads(f.read(size))
       except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{self.path} has a corrupt safetensors header: {e}") from None
+    if not isinstance(header, dict):
+      raise ValueError(f"{self.path} has a corrupt safetensors header: a JSON {type(header).__name__}, not an object")
     self.metadata = header.pop("__metadata__", {}) or {}
     self.header = header
     self._data_start = 8 + size
-    self._map = np.memmap(self.path, dtype=np.uint8, mode="r") if os.path.getsize(self.path) > 0 else None
+    for name in header:
+      self._check_extent(name, file_bytes)
+    self._map = np.memmap(self.path, dtype=np.uint8, mode="r") if file_bytes > 0 else None
+
+  def _check_extent(self, name: str, file_bytes: int) -> None:
+    """The tensor's entry is well formed, its byte range matches its dtype and shape, and the file holds it all."""
+    info = self.header[name]
+    try:
+      begin, end = (int(x) for x in info["data_offsets"])
+      shape = [int(d) for d in info["shape"]]
+      dtype = info["dtype"]
+    except (KeyError, TypeError, ValueError):
+      raise ValueError(f"{self.path}: tensor {name!r} has a malformed header entry {info!r}") from None
+    if dtype not in _DTYPES:
+      return  # reported when read (`get`): a file may hold tensors we never ask for
+    expected = int(np.prod(shape, dtype=np.int64)) * _DTYPES[dtype].itemsize
+    if end - begin != expected:
+      raise ValueError(
+        f"{self.path}: tensor {name!r} ({dtype} {shape}) needs {expected} bytes but its header gives "
+        f"{end - begin} (offsets {begin}..{end}): a corrupt file, copy or export it again"
+      )
+    available = max(0, file_bytes - self._data_start - begin)
+    if self._data_start + end > file_bytes:
+      raise ValueError(
+        f"{self.path}: tensor {name!r} ({dtype} {shape}) needs {expected} bytes but the file holds only "
+        f"{min(available, expected)} of them ({file_bytes} bytes in all): a truncated file, copy or export it again"
+      )
 
   def keys(self) -> list[str]:
     return list(self.header)
@@ -152,6 +186,7 @@ def write_checkpoint(
 
   if len(written) == 1:
     os.replace(directory / written[0], directory / SINGLE_FILE)
+    _remove_stale(directory, [SINGLE_FILE])
     return [SINGLE_FILE]
   names = []
   for i, (tmp_name, shard_tensors) in enumerate(zip(written, shards)):
@@ -161,4 +196,13 @@ def write_checkpoint(
     weight_map.update({t: final for t in shard_tensors})
   index = {"metadata": {"total_size": total_bytes}, "weight_map": weight_map}
   (directory / INDEX_FILE).write_text(json.dumps(index, indent=2))
+  _remove_stale(directory, names + [INDEX_FILE])
   return names
+
+
+def _remove_stale(directory: pathlib.Path, keep: list[str]) -> None:
+  """Deletes weight files of an earlier checkpoint in `directory` (other shards, an index that would shadow a single
+  file), so the directory holds exactly the checkpoint just written."""
+  for path in [*directory.glob("*.safetensors"), directory / INDEX_FILE]:
+    if path.name not in keep and path.exists():
+      path.unlink()

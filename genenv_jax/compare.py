@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from absl import app, flags
 
+from genenv_jax import cli
 from genenv_jax.reporting import stats
 from genenv_jax.reporting.summary_report import phenomena
 
@@ -256,4 +257,4 @@ def main(argv) -> None:
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  cli.run(main, "genenv_jax.compare")

@@ -98,6 +98,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   o.add_argument("--output", help="per-item results, JSON lines")
   o.add_argument("--metrics-output", help="metrics JSON (default: next to --output)")
   o.add_argument("--quiet", action="store_true", help="no progress lines")
+  o.add_argument("--verbosity", type=int, default=0, help="1 or more: a traceback instead of a one-line error")
   return p.parse_args(argv)
 
 
@@ -464,9 +465,13 @@ def main(argv: Sequence[str] | None = None) -> int:
   try:
     evaluate(args, sys.stdout, sys.stderr)
   except OutputError as e:
+    if args.verbosity > 0:
+      raise
     print(f"error: {e}", file=sys.stderr)
     return 1
   except (ValueError, FileNotFoundError, ImportError) as e:
+    if args.verbosity > 0:
+      raise
     print(f"error: {e}", file=sys.stderr)
     return 2
   return 0

@@ -11,10 +11,11 @@ wrong type is rejected while the flags are parsed, before any work starts.
 from __future__ import annotations
 
 import os
-import sys
 
 from absl import app, flags, logging
 from ml_collections import config_flags
+
+from genenv_jax import cli
 
 
 def _define_flags() -> None:
@@ -48,26 +49,19 @@ def main(argv) -> None:
   if not flags.FLAGS["verbosity"].present:  # orbax logs every checkpoint step at INFO; keep the console to progress
     logging.set_verbosity(logging.WARNING)
   config = _CONFIG.value
-  from genenv_jax.training.config_checks import ConfigError, validate
+  from genenv_jax.training.config_checks import validate
 
-  try:  # every bad value at once, before JAX starts or anything is built
-    validate(config)
-  except ConfigError as e:
-    print(f"error: {e}", file=sys.stderr, flush=True)
-    sys.exit(2)
+  validate(config)  # every bad value at once, before JAX starts or anything is built (cli: exit 2)
   from genenv_jax.parallel import sharding
 
   # Before any JAX computation: config.distributed=True, or JAX_NUM_PROCESSES > 1 from the launch environment.
   sharding.maybe_initialize_distributed(config.get("distributed", False))
-  from genenv_jax.data import DataMissingError
   from genenv_jax.training.loop import train  # imported after flag parsing: bad flags fail before JAX starts
 
   workdir = os.path.expanduser(_WORKDIR.value)
-  try:
-    summary = train(config, workdir, log=lambda msg: print(msg, flush=True) if sharding.is_main_process() else None)
-  except DataMissingError as e:  # names the dataset, the file and the fetch command
-    print(f"error: {e}", file=sys.stderr, flush=True)
-    sys.exit(2)
+  # Missing data (DataMissingError names the dataset, the file and the fetch command) and other user errors are
+  # reported by cli.run as one `error:` line with exit status 2.
+  summary = train(config, workdir, log=lambda msg: print(msg, flush=True) if sharding.is_main_process() else None)
   if sharding.is_main_process():
     print(format_summary(summary), flush=True)
     print(
@@ -79,4 +73,4 @@ def main(argv) -> None:
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  cli.run(main, "genenv_jax.main")

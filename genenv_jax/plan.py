@@ -38,6 +38,8 @@ import time
 from absl import app, flags
 from ml_collections import config_flags
 
+from genenv_jax import cli
+
 
 def _define_flags() -> None:
   """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
@@ -782,4 +784,4 @@ def main(argv) -> None:
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  cli.run(main, "genenv_jax.plan")

@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from absl import app, flags
 
+from genenv_jax import cli
+
 
 def _define_flags() -> None:
   """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
@@ -190,4 +192,4 @@ def main(argv) -> None:
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  cli.run(main, "genenv_jax.sweep")

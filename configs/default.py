@@ -68,6 +68,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
   c.distributed = False  # call jax.distributed.initialize (multi-host pods)
   c.tokenizer = ""  # empty = the shipped arithmetic sentencepiece model
+  # Resuming a workdir with a config that differs beyond training.loop.RESUMABLE_CHANGES (total_steps, eval and
+  # logging settings) is refused unless this is set; accepted changes are recorded in summary.json.
+  c.allow_config_change = False
 
   c.domain = ml_collections.ConfigDict(
     dict(

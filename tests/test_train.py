@@ -177,6 +177,27 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
   assert step is not None and 1 <= step < 1000
 
 
+def test_sigterm_during_the_warm_start_exits_cleanly_and_the_run_resumes(tmp_path):
+  args = ("--config.total_steps=2", "--config.warm_start.agent_steps=400", "--config.warm_start.env_steps=2")
+  proc = run_cli(tmp_path, *args)
+  deadline, seen = time.time() + 600, ""
+  while time.time() < deadline and "warm start agent" not in seen:
+    line = proc.stdout.readline()
+    if not line:
+      break
+    seen += line
+  assert "warm start agent" in seen, seen[-3000:]
+  proc.send_signal(signal.SIGTERM)
+  out, _ = proc.communicate(timeout=300)
+  assert proc.returncode == 0, (seen + out)[-3000:]
+  assert "preemption signal during the warm start: saved its progress (agent phase" in out
+  assert Checkpointer(tmp_path / "warm_start", save_every=1).latest_step() is not None
+  proc = run_cli(tmp_path, *args)
+  out, _ = proc.communicate(timeout=600)
+  assert proc.returncode == 0, out[-3000:]
+  assert "resuming the warm start: agent phase" in out and "finished at step 2" in out
+
+
 def test_unknown_config_key_fails_before_any_work(tmp_path):
   proc = run_cli(tmp_path, "--config.agent.optimiser.lr=1e-3")
   out, _ = proc.communicate(timeout=120)

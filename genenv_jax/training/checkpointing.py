@@ -29,11 +29,15 @@ Storage" otherwise). So install gcsfs on TPU VMs that checkpoint to a bucket.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import logging
 import os
 import signal
+import sys
 import threading
+import time
 import types
 from typing import Any, Mapping, Sequence
 
@@ -126,6 +130,66 @@ def _check_json(metadata: Mapping[str, Any]) -> dict[str, Any]:
   return dict(metadata)
 
 
+class CheckpointError(FileNotFoundError):
+  """No checkpoint in the directory restores; the message names the directory and what to do."""
+
+
+class ResumeError(ValueError):
+  """A workdir that cannot be resumed with this config (changed keys, other shapes); the message says what to do."""
+
+
+def _is_closed_loop_callback(error: BaseException | None) -> bool:
+  return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+
+
+def _drop_closed_loop_callbacks() -> None:
+  """After a failed restore, tensorstore still completes the reads orbax abandoned, and each completion calls back
+  into orbax's event loop, already closed: Python prints a 6-line traceback per array (through sys.excepthook or
+  sys.unraisablehook, from tensorstore's threads). Those reports, and only those, are dropped from then on."""
+  if getattr(sys.excepthook, "_drops_closed_loop", False):
+    return
+  excepthook, unraisablehook = sys.excepthook, sys.unraisablehook
+
+  def on_exception(kind, value, tb):
+    if not _is_closed_loop_callback(value):
+      excepthook(kind, value, tb)
+
+  def on_unraisable(report):
+    if not _is_closed_loop_callback(report.exc_value):
+      unraisablehook(report)
+
+  on_exception._drops_closed_loop = True
+  sys.excepthook, sys.unraisablehook = on_exception, on_unraisable
+
+
+@contextlib.contextmanager
+def _quiet_failed_reads():
+  """Silences asyncio's "Future exception was never retrieved" reports of a failed restore: orbax reads every array
+  concurrently, and each read of a damaged step leaves a failed future whose whole tensorstore spec asyncio logs
+  when it is collected (hundreds of lines). The restore's own exception still propagates."""
+  _drop_closed_loop_callbacks()
+  asyncio_logger = logging.getLogger("asyncio")
+  level = asyncio_logger.level
+  asyncio_logger.setLevel(logging.CRITICAL)
+  try:
+    yield
+  finally:
+    gc.collect()  # the failed futures are collected (and would report) here, while the logger is quiet
+    asyncio_logger.setLevel(level)
+
+
+def _first_line(error: BaseException) -> str:
+  """The first sentence of the error's first line, at most 200 characters (orbax appends advice and specs)."""
+  text = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+  text = text.split(". ")[0].rstrip(":")
+  return f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
+
+
+def _is_shape_mismatch(reason: str) -> bool:
+  """orbax 0.12.8's errors for a target of other shapes or another tree structure than the saved state."""
+  return "not compatible with the stored shape" in reason or "tree structures do not match" in reason
+
+
 class Checkpointer:
   """orbax CheckpointManager for (state pytree, JSON metadata) pairs, one directory per saved step.
 
@@ -211,6 +275,58 @@ class Checkpointer:
     )
     state = restored[_STATE] if abstract_state is None else _from_savable(restored[_STATE], abstract_state)
     return state, dict(restored[_METADATA] or {})
+
+  def metadata(self, step: int) -> dict[str, Any]:
+    """The JSON metadata saved with `step`, without reading the state."""
+    restored = self._manager.restore(int(step), args=ocp.args.Composite(**{_METADATA: ocp.args.JsonRestore()}))
+    return dict(restored[_METADATA] or {})
+
+  def restore_newest_intact(self, abstract_state: Any, warn=logger.warning) -> tuple[int, Any, dict[str, Any]]:
+    """(step, state, metadata) of the newest checkpoint that restores, newest first.
+
+    A corrupt or incomplete step is named in one `warn` line and skipped. A checkpoint that restores nowhere because
+    its arrays do not fit `abstract_state` (another model shape) raises ResumeError at once: an older step would not
+    fit either. No intact step at all raises CheckpointError naming the directory and what to do.
+    """
+    steps = self.all_steps()
+    if not steps:
+      raise FileNotFoundError(f"no checkpoint to restore in {self.directory}")
+    failures = []
+    for step in reversed(steps):
+      try:
+        with _quiet_failed_reads():
+          state, metadata = self.restore(step, abstract_state)
+        return step, state, metadata
+      except Exception as e:  # pylint: disable=broad-except  (orbax raises many kinds for a damaged step)
+        reason = _first_line(e)
+        if _is_shape_mismatch(reason):
+          raise ResumeError(
+            f"the checkpoint at step {step} in {self.directory} holds a state of other shapes than the model this "
+            f"config builds ({reason}); resume with the config it was saved with, or start a new --workdir"
+          ) from None
+        failures.append(step)
+        where = self._set_aside(step)
+        warn(
+          f"checkpoint at step {step} in {self.directory} is corrupt or incomplete ({reason}); moved to {where}, "
+          "trying an older one"
+        )
+    raise CheckpointError(
+      f"no intact checkpoint in {self.directory} (steps {failures} all failed to restore); move the directory aside "
+      "to start the run over, or give a new --workdir"
+    )
+
+  def _set_aside(self, step: int) -> str:
+    """Takes a damaged step out of the manager's view, so the resumed run can write that step again: a local one is
+    moved (kept, for inspection) to DIRECTORY.corrupt/STEP-TIME; a remote one is deleted."""
+    if "://" in self.directory:
+      self._manager.delete(step)
+      return "nowhere (deleted)"
+    aside = f"{self.directory}.corrupt"
+    os.makedirs(aside, exist_ok=True)
+    target = os.path.join(aside, f"{step}-{int(time.time())}")
+    os.replace(os.path.join(self.directory, str(step)), target)
+    self._manager.reload()
+    return target
 
   def wait(self) -> None:
     """Blocks until pending async saves are committed."""

@@ -87,6 +87,7 @@ _TOP = [
   ("log_every", _count(1), "an integer >= 1"),
   ("max_checkpoints", _count(1), "an integer >= 1"),
   ("mode", *_choice(MODES)),
+  ("allow_config_change", lambda v: isinstance(v, bool), "true or false"),
   ("domain.name", *_choice(DOMAINS)),
   ("domain.verifier", *_choice(VERIFIERS)),
   ("domain.num_seeds", _count(0), "an integer >= 0"),

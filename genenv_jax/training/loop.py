@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import tempfile
 import time
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -31,10 +32,10 @@ from genenv_jax.coevolution.step import CoevolutionState
 from genenv_jax.parallel import sharding as shd
 from genenv_jax.reporting.summary_report import phenomena
 from genenv_jax.rl import pools
-from genenv_jax.training.checkpointing import Checkpointer, PreemptionGuard
+from genenv_jax.training.checkpointing import JAX_SERVICE, Checkpointer, PreemptionGuard, ResumeError
 from genenv_jax.training.config_checks import validate as validate_config
 from genenv_jax.training.metrics import MetricsWriter, ProgressLine, is_remote_path
-from genenv_jax.training.warm_start import sft_batches, supervised_warm_start
+from genenv_jax.training.warm_start import sft_batches, sft_optimizer, supervised_warm_start
 
 SUMMARY_KEYS = {
   "p_hat_mean": "env/p_hat_mean",
@@ -67,8 +68,26 @@ def evaluate_heldout(run: Run, eval_fn, agent_params) -> dict[str, Any]:
 # ---- warm start ------------------------------------------------------------------------------------------------------
 
 
-def warm_start(run: Run, state: CoevolutionState, config: ml_collections.ConfigDict, log) -> CoevolutionState:
-  """SFT both models on the seeds; the warm-started models become the references (the "initial" env of the KL)."""
+class Preempted(Exception):
+  """SIGTERM arrived during the warm start; its progress is saved, and a rerun with the same workdir resumes it."""
+
+
+def warm_start(
+  run: Run,
+  state: CoevolutionState,
+  config: ml_collections.ConfigDict,
+  log,
+  stop: Callable[[], bool] | None = None,
+  progress: Checkpointer | None = None,
+  about: dict | None = None,
+) -> CoevolutionState:
+  """SFT both models on the seeds; the warm-started models become the references (the "initial" env of the KL).
+
+  Resumable: with `stop` (polled after each SFT step) and `progress` (a Checkpointer of its own), a stop saves the
+  phase ("agent", then "env"), the steps done in it, both models and the phase's AdamW state, then raises
+  Preempted; called again with the same `progress`, the warm start continues from there, and ends bit-identical to
+  an uninterrupted one. `about` (JSON) is saved with the progress and restored into the same dict.
+  """
   w = config.warm_start
   co = run.coevolution
 
@@ -78,39 +97,67 @@ def warm_start(run: Run, state: CoevolutionState, config: ml_collections.ConfigD
   else:  # rows that do not split over the data shards: every process holds the whole (replicated) batch
     local, place = slice(None), lambda batch: shd.global_batch(batch, run.mesh)  # noqa: E731
 
-  def progress(name, total):
-    def report(i, loss):
+  def report(name, total):
+    def line(i, loss):
       if (i + 1) % max(total // 4, 1) == 0 or i + 1 == total:
         log(f"warm start {name}: {i + 1}/{total} loss {loss:.3f}")
 
-    return report
+    return line
 
+  phases = [
+    ("agent", co.agent_graphdef, w.agent_steps, config.seed),
+    ("env", co.env_graphdef, w.env_steps, config.seed + 1),
+  ]
+  models = {"agent": state.agent, "env": state.env}
+  start_phase, resume = "agent", None
   with jax.set_mesh(run.mesh):
-    agent, _ = supervised_warm_start(
-      co.agent_graphdef,
-      state.agent,
-      sft_batches(run.domain, "agent", config.seed),
-      w.agent_steps,
-      w.batch_size,
-      w.lr,
-      config.seed,
-      place,
-      progress("agent", w.agent_steps),
-      local=local,
-    )
-    env, _ = supervised_warm_start(
-      co.env_graphdef,
-      state.env,
-      sft_batches(run.domain, "env", config.seed + 1),
-      w.env_steps,
-      w.batch_size,
-      w.lr,
-      config.seed + 1,
-      place,
-      progress("env", w.env_steps),
-      local=local,
-    )
+    if progress is not None and progress.latest_step() is not None:
+      meta = progress.metadata(progress.latest_step())
+      steps = dict(agent=w.agent_steps, env=w.env_steps)
+      opt_target = {}
+      if meta["done"]:
+        opt_target = sft_optimizer(w.lr, steps[meta["phase"]]).init(models[meta["phase"]])
+      target = {"models": models, "opt": opt_target}
+      saved, meta = progress.restore(progress.latest_step(), target)
+      models, start_phase = saved["models"], meta["phase"]
+      resume = (meta["done"], saved["opt"]) if meta["done"] else None
+      if about is not None:
+        about.update(meta.get("about", {}))
+      log(f"resuming the warm start: {start_phase} phase, {meta['done']} of {steps[start_phase]} steps done")
+
+    def save_and_stop(phase: str, done: int, opt_state) -> None:
+      number = done + (w.agent_steps if phase == "env" else 0)
+      progress.save(
+        number,
+        {"models": models, "opt": opt_state if done else {}},
+        {"phase": phase, "done": done, "about": about or {}},
+        force=True,
+      )
+      progress.wait()
+      raise Preempted(f"preemption signal during the warm start: saved its progress ({phase} phase, step {done})")
+
+    order = [name for name, *_ in phases]
+    for name, graphdef, steps, seed in phases[order.index(start_phase) :]:
+      if name != start_phase and stop is not None and progress is not None and stop():
+        save_and_stop(name, 0, None)
+      models[name], _, (done, opt_state) = supervised_warm_start(
+        graphdef,
+        models[name],
+        sft_batches(run.domain, name, seed),
+        steps,
+        w.batch_size,
+        w.lr,
+        seed,
+        place,
+        report(name, steps),
+        local=local,
+        resume=resume if name == start_phase else None,
+        stop=stop if progress is not None else None,
+      )
+      if done < steps:
+        save_and_stop(name, done, opt_state)
   copy = jax.jit(lambda t: jax.tree.map(jnp.copy, t))
+  agent, env = models["agent"], models["env"]
   state = state.replace(agent=agent, agent_ref=copy(agent), env=env, env_ref=copy(env))
   return jax.tree.map(lambda x, s: jax.device_put(x, s), state, run.state_shardings)
 
@@ -162,7 +209,14 @@ class Summary:
   (gs://...) is uploaded whole through fsspec (gcsfs for gs://), one object write, so readers never see half a file.
   """
 
-  def __init__(self, path: str, config: ml_collections.ConfigDict, resume_step: int | None):
+  def __init__(
+    self,
+    path: str,
+    config: ml_collections.ConfigDict,
+    resume_step: int | None,
+    changes: dict[str, tuple[Any, Any]] | None = None,
+  ):
+    """`changes` (config_changes of a resumed run) are appended to `config_changes` with the step they start at."""
     self.path = str(path)
     old = json.loads(self._read()) if resume_step is not None and self._exists() else {}
     keep = lambda rows: [r for r in rows if r["step"] <= (resume_step or 0)]  # noqa: E731
@@ -172,7 +226,23 @@ class Summary:
       "evals": keep(old.get("evals", [])),
       "warm_start": old.get("warm_start", {}),
       "wall_time_s": old.get("wall_time_s", 0.0),
+      "config_changes": old.get("config_changes", []),
     }
+    if changes:
+      record = {key: {"saved": a, "now": b} for key, (a, b) in changes.items()}
+      self.data["config_changes"].append({"from_step": resume_step or 0, "changes": record})
+
+  @classmethod
+  def read_config(cls, path: str) -> dict | None:
+    """The config saved in summary.json at `path`, or None when there is no readable summary."""
+    reader = cls.__new__(cls)
+    reader.path = str(path)
+    if not reader._exists():
+      return None
+    try:
+      return json.loads(reader._read()).get("config")
+    except ValueError:
+      return None
 
   def _exists(self) -> bool:
     if is_remote_path(self.path):
@@ -230,35 +300,147 @@ def _log_step(writer: MetricsWriter, run: Run, step: int, metrics: dict[str, np.
     writer.text(step, "examples/tasks_and_rollouts", "\n\n".join(rows))
 
 
+# Keys a resumed run may change without --config.allow_config_change: how long it runs and what it logs, not what it
+# computes. allow_config_change itself, and where the benchmark data lives, are never compared.
+RESUMABLE_CHANGES = (
+  "total_steps",
+  "eval_every",
+  "log_every",
+  "checkpoint_every",
+  "max_checkpoints",
+  "allow_config_change",
+  "distributed",
+  "domain.data_dir",
+)
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+  if isinstance(tree, dict):
+    return {k: v for key, value in tree.items() for k, v in _flatten(value, f"{prefix}{key}.").items()}
+  return {prefix.rstrip("."): tree}
+
+
+def config_changes(saved: dict, config: ml_collections.ConfigDict) -> dict[str, tuple[Any, Any]]:
+  """{key: (saved value, new value)} for every key whose value differs (absent keys count as None)."""
+  old, new = _flatten(saved), _flatten(json.loads(config.to_json_best_effort()))
+  return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
+
+
+def check_resume_config(summary_path: str, config: ml_collections.ConfigDict, log) -> dict[str, tuple[Any, Any]]:
+  """The config changes of a resumed run; raises ResumeError unless every change is in RESUMABLE_CHANGES or
+  config.allow_config_change is set. A workdir without summary.json has nothing to compare."""
+  saved = Summary.read_config(summary_path)
+  if saved is None:
+    return {}
+  changes = config_changes(saved, config)
+  refused = {k: v for k, v in changes.items() if k not in RESUMABLE_CHANGES}
+  listing = lambda items: "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in items.items())  # noqa: E731
+  if refused and not config.get("allow_config_change", False):
+    raise ResumeError(
+      f"this workdir holds a run with another config, and resuming would mix two runs. Changed: {listing(refused)}. "
+      "Resume with the config it was started with, start a new --workdir, or pass "
+      "--config.allow_config_change=true to continue anyway (the change is recorded in summary.json)"
+    )
+  if changes:
+    log(f"resuming with a changed config: {listing(changes)}")
+  return changes
+
+
+def check_writable(workdir: str) -> None:
+  """A local workdir must be creatable and writable before anything is built (PermissionError otherwise)."""
+  if is_remote_path(workdir):
+    return
+  try:
+    os.makedirs(workdir, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=workdir, prefix=".writable-"):
+      pass
+  except OSError as e:
+    raise PermissionError(
+      f"the workdir {workdir} is not writable ({e.strerror or e}): checkpoints, TensorBoard events and summary.json "
+      "go there; choose a writable --workdir"
+    ) from None
+
+
 def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[str, Any]:
-  """Runs (or resumes) a co-evolution run to config.total_steps; returns the summary dict. Raises
-  config_checks.ConfigError, before anything is built, when the config has bad values."""
+  """Runs (or resumes) a co-evolution run to config.total_steps; returns the summary dict.
+
+  Before anything is built: the config is validated (config_checks.ConfigError), the workdir must be writable
+  (PermissionError), and a resumed run's config must match the saved one (ResumeError; see RESUMABLE_CHANGES).
+  Resuming takes the newest intact checkpoint (a corrupt or incomplete one is named in one warning and skipped), or
+  continues an interrupted warm start. SIGTERM at any point leaves a workdir that resumes.
+  """
   validate_config(config)
   started = time.time()
   log = log if shd.is_main_process() else (lambda *_: None)  # console output from process 0 only
   workdir = str(workdir)
-  if not is_remote_path(workdir):
-    os.makedirs(workdir, exist_ok=True)
-  run, state = build(config)
+  check_writable(workdir)
   checkpointer = Checkpointer(
     workdir_path(workdir, "checkpoints"), save_every=config.checkpoint_every, max_to_keep=config.max_checkpoints
   )
-  latest = checkpointer.latest_step()
-  summary = Summary(workdir_path(workdir, "summary.json"), config, latest)
+  progress = Checkpointer(workdir_path(workdir, "warm_start"), save_every=1, max_to_keep=1, async_save=False)
+  resuming = bool(checkpointer.all_steps()) or progress.latest_step() is not None
+  summary_path = workdir_path(workdir, "summary.json")
+  changes = check_resume_config(summary_path, config, log) if resuming else {}
+  run, state = build(config)
   eval_fn = jax.jit(run.coevolution.evaluate)
-  if latest is not None:
-    state, _ = checkpointer.restore(latest, state)
+  latest = None
+  if checkpointer.all_steps():
+    latest, state, _ = checkpointer.restore_newest_intact(state, warn=log)
     log(f"resumed from the checkpoint at step {latest} in {checkpointer.directory}")
-  else:
-    with jax.set_mesh(run.mesh):  # the held-out accuracy before any training: what the warm start itself adds
-      before = evaluate_heldout(run, eval_fn, state.agent)
-    log(f"held-out accuracy before the warm start: {before['accuracy']:.3f}")
-    t0 = time.time()
-    state = warm_start(run, state, config, log)
-    if config.mode == "static":
-      state = static_augmentation(run, state, config.pools.static_rounds)
-    summary.data["warm_start"] = {"seconds": time.time() - t0, "heldout_accuracy_before": before["accuracy"]}
+  summary = Summary(summary_path, config, latest, changes)
+  with PreemptionGuard() as guard:
+    if latest is None:
+      about = {}
+      if progress.latest_step() is None:
+        with jax.set_mesh(run.mesh):  # the held-out accuracy before any training: what the warm start itself adds
+          about["heldout_accuracy_before"] = evaluate_heldout(run, eval_fn, state.agent)["accuracy"]
+        log(f"held-out accuracy before the warm start: {about['heldout_accuracy_before']:.3f}")
+      t0 = time.time()
+      # multi-process runs with jax's preemption service poll it at the loop's steps only (its sync points must
+      # increase); a SIGTERM in their warm start is acted on at the first step
+      stop = guard.should_stop if guard.mode != JAX_SERVICE else None
+      try:
+        state = warm_start(run, state, config, log, stop=stop, progress=progress, about=about)
+      except Preempted as e:
+        log(f"{e}; rerun the same command to resume")
+        summary.data["preempted"] = "warm start"
+        summary.write()
+        progress.close()
+        checkpointer.close()
+        return summary.data
+      if config.mode == "static":
+        state = static_augmentation(run, state, config.pools.static_rounds)
+      summary.data["warm_start"] = {
+        "seconds": time.time() - t0,
+        "heldout_accuracy_before": about.get("heldout_accuracy_before"),
+      }
+    progress.close()
+    summary.data.pop("preempted", None)
+    return _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, workdir, started, log)
 
+
+def _save(checkpointer: Checkpointer, step: int, state, force: bool, wait: bool = False) -> None:
+  """checkpointer.save (and wait), a failed write (a full disk, a lost mount) turned into one clear OSError."""
+  try:
+    checkpointer.save(step, state, metadata={"step": step}, force=force)
+    if wait:
+      checkpointer.wait()
+  except Exception as e:  # pylint: disable=broad-except  (orbax and tensorstore raise many kinds)
+    intact = [s for s in checkpointer.all_steps() if s < step]
+    raise OSError(
+      f"could not write the checkpoint at step {step} (or an earlier asynchronous one) to {checkpointer.directory}: "
+      f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. "
+      + (
+        f"The checkpoint at step {intact[-1]} is intact: free space (or fix the directory) and rerun the same "
+        "command to resume from it."
+        if intact
+        else "No earlier checkpoint: fix the directory and rerun."
+      )
+    ) from None
+
+
+def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, workdir, started, log) -> dict[str, Any]:
+  """The co-evolution steps from the state's step to config.total_steps: log, evaluate, checkpoint, summarise."""
   writer = MetricsWriter(workdir_path(workdir, "tensorboard"))  # process 0 writes; a remote logdir is synced
   step_fn = run.coevolution.jit_step(run.state_shardings)
   start = int(jax.device_get(state.step))
@@ -279,35 +461,36 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
 
   if start == 0 and not summary.data["evals"]:
     evaluate(0)
-  with PreemptionGuard() as guard:
-    step = start
-    while step < config.total_steps:
-      t0 = time.time()
-      with jax.set_mesh(run.mesh):
-        state, metrics = step_fn(state)
-      step += 1
-      if step % config.log_every == 0 or step == config.total_steps:
-        host = _host_metrics(metrics, run.mesh)
-        step_time = time.time() - t0
-        _log_step(writer, run, step, host, step_time)
-        summary.data["steps"].append(
-          {"step": step, **{k: float(host[v]) for k, v in SUMMARY_KEYS.items() if v in host}}
-        )
-        progress.update(step, {k: float(host[k]) for k in PROGRESS_KEYS if k in host})
-      if step % config.eval_every == 0 or step == config.total_steps:
-        evaluate(step)
-      preempted = guard.should_stop(step)
-      checkpointer.save(step, state, metadata={"step": step}, force=preempted or step == config.total_steps)
-      writer.flush()  # a remote (gs://) logdir uploads only what changed, so TensorBoard follows the run live
-      summary.write()
-      if preempted:
-        log(f"preemption signal: saved the checkpoint at step {step}; exiting")
-        break
-  checkpointer.wait()
+  step = start
+  while step < config.total_steps:
+    t0 = time.time()
+    with jax.set_mesh(run.mesh):
+      state, metrics = step_fn(state)
+    step += 1
+    if step % config.log_every == 0 or step == config.total_steps:
+      host = _host_metrics(metrics, run.mesh)
+      step_time = time.time() - t0
+      _log_step(writer, run, step, host, step_time)
+      summary.data["steps"].append({"step": step, **{k: float(host[v]) for k, v in SUMMARY_KEYS.items() if v in host}})
+      progress.update(step, {k: float(host[k]) for k in PROGRESS_KEYS if k in host})
+    if step % config.eval_every == 0 or step == config.total_steps:
+      evaluate(step)
+    preempted = guard.should_stop(step)
+    _save(checkpointer, step, state, force=preempted or step == config.total_steps)
+    writer.flush()  # a remote (gs://) logdir uploads only what changed, so TensorBoard follows the run live
+    summary.write()
+    if preempted:
+      log(f"preemption signal: saved the checkpoint at step {step}; exiting")
+      break
+  _save(checkpointer, step, state, force=False, wait=True)
   writer.flush()
   jax.block_until_ready(state)
   summary.data["wall_time_s"] = summary.data.get("wall_time_s", 0.0) + (time.time() - started)
   summary.data["final_step"] = int(jax.device_get(state.step))
+  summary.data["skipped_updates"] = {  # non-finite updates the step skipped (also counters/skipped_* in TensorBoard)
+    "agent": int(jax.device_get(state.skipped_agent)),
+    "env": int(jax.device_get(state.skipped_env)),
+  }
   summary.data["phenomena"] = phenomena(summary.data)
   summary.write()
   checkpointer.close()

@@ -7,7 +7,7 @@ and already tracks its seed's difficulty. Loss: token-mean NLL, L = Σ -log π(y
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -69,6 +69,11 @@ def make_sft_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformatio
   return jax.jit(step, donate_argnums=(0, 1))
 
 
+def sft_optimizer(lr: float, steps: int) -> optax.GradientTransformation:
+  """AdamW with a cosine decay from lr to lr / 10 over the warm start's steps."""
+  return optax.adamw(optax.cosine_decay_schedule(lr, steps, alpha=0.1))
+
+
 def supervised_warm_start(
   graphdef: nnx.GraphDef,
   params: nnx.State,
@@ -80,24 +85,35 @@ def supervised_warm_start(
   place: Callable = jnp.asarray,
   on_progress: Callable[[int, float], None] | None = None,
   local: slice = slice(None),
-) -> tuple[nnx.State, list[float]]:
-  """`steps` AdamW steps on random mini-batches of `data`; returns the new params and the loss curve.
+  *,
+  resume: tuple[int, Any] | None = None,
+  stop: Callable[[], bool] | None = None,
+) -> tuple[nnx.State, list[float], tuple[int, Any]]:
+  """`steps` AdamW steps on random mini-batches of `data`; returns the params, the loss curve and (done, opt_state).
+
+  Resumable by step: `stop` is polled after each step, and when it says so the function returns early with
+  done < steps; `resume=(done, opt_state)` continues such a run. The row draws of the done steps are replayed (drawn,
+  not trained), so a stopped and resumed warm start ends bit-identical to an uninterrupted one.
 
   Multi-process: every process draws the same global row indices (same `seed`), gathers only its own `local` slice
   of them (`sharding.process_local_rows`), and `place` forms the global batch from those rows.
   """
   if steps <= 0:
-    return params, []
-  optimizer = optax.adamw(optax.cosine_decay_schedule(lr, steps, alpha=0.1))
-  opt_state = optimizer.init(params)
+    return params, [], (0, None)
+  optimizer = sft_optimizer(lr, steps)
+  done, opt_state = resume if resume is not None else (0, optimizer.init(params))
   step = make_sft_step(graphdef, optimizer)
   rng = np.random.default_rng(seed)
   n = len(data["prompt_ids"])
   losses = []
   for i in range(steps):
     rows = rng.choice(n, size=batch_size, replace=n < batch_size)
+    if i < done:
+      continue  # trained before the stop: only its draw is replayed
     params, opt_state, loss = step(params, opt_state, place({k: v[rows[local]] for k, v in data.items()}))
     losses.append(float(loss))
     if on_progress is not None:
       on_progress(i, losses[-1])
-  return params, losses
+    if i + 1 < steps and stop is not None and stop():
+      return params, losses, (i + 1, opt_state)
+  return params, losses, (steps, opt_state)

@@ -1,0 +1,134 @@
+"""Kill -9 at random moments, resume each time, and compare the final state with an uninterrupted run, bit for bit.
+
+  python -m genenv_jax.scripts.kill_resume --kills 20 --workdir /tmp/kills [--seed 0] [--config.KEY=VALUE ...]
+
+The run is `genenv_jax.main` on the smoke config, shrunk to one-layer models (the flags below; extra --config.*
+arguments are passed through). First one uninterrupted run gives the reference and its wall time T. Then the same
+run is started in a fresh workdir and killed with SIGKILL at a uniform random moment in [0, T) (start-up, warm start,
+a step, a checkpoint write or an evaluation), restarted in the same workdir, killed again, ... until it finishes
+before its kill moment; every array of its final checkpoint must equal the reference's. Rounds repeat in fresh
+workdirs until `--kills` kills are spent. Prints each kill's moment and the phase the run's output
+had reached, then the verdict; exits 1 if any array differs or a resumed run fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from typing import Sequence
+
+SMOKE = [
+  "--config=configs/default.py:smoke",
+  "--config.agent.model.hidden_size=32",
+  "--config.agent.model.head_dim=16",
+  "--config.agent.model.num_layers=1",
+  "--config.env.model.hidden_size=32",
+  "--config.env.model.head_dim=16",
+  "--config.env.model.num_layers=1",
+  "--config.warm_start.agent_steps=20",
+  "--config.warm_start.env_steps=20",
+  "--config.total_steps=6",
+  "--config.checkpoint_every=2",
+]
+PHASES = (("finished at step", "done"), ("eval at step", "steps"), ("step ", "steps"), ("warm start", "warm start"))
+
+
+def command(workdir: str, extra: Sequence[str]) -> list[str]:
+  return [sys.executable, "-m", "genenv_jax.main", *SMOKE, f"--workdir={workdir}", *extra]
+
+
+def phase_of(output: str) -> str:
+  """The furthest phase the run's output shows (start-up when it shows none)."""
+  last = {name: output.rfind(marker) for marker, name in PHASES}
+  reached = max(last.items(), key=lambda kv: kv[1])
+  return reached[0] if reached[1] >= 0 else "start-up"
+
+
+def run(workdir: str, extra: Sequence[str], kill_after: float | None) -> tuple[int | None, str]:
+  """Runs once; with kill_after, SIGKILLs it after that many seconds. Returns (exit code or None if killed, output)."""
+  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+  proc = subprocess.Popen(command(workdir, extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+  try:
+    out, _ = proc.communicate(timeout=kill_after)
+    return proc.returncode, out
+  except subprocess.TimeoutExpired:
+    proc.send_signal(signal.SIGKILL)
+    out, _ = proc.communicate()
+    return None, out
+
+
+def final_arrays(workdir: str, extra: Sequence[str]):
+  """The leaves of the final checkpoint, restored onto the state the config builds."""
+  import jax
+
+  from configs.default import get_config
+  from genenv_jax.coevolution.build import build
+  from genenv_jax.training.checkpointing import Checkpointer
+
+  config = get_config("smoke")
+  for flag in [*SMOKE[1:], *extra]:
+    key, value = flag.removeprefix("--config.").split("=", 1)
+    node = config
+    *parents, leaf = key.split(".")
+    for part in parents:
+      node = node[part]
+    node[leaf] = type(node[leaf])(value)
+  _, target = build(config)
+  state, _ = Checkpointer(os.path.join(workdir, "checkpoints"), save_every=1).restore(None, target)
+  return jax.tree.leaves(state)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--kills", type=int, default=20, help="how many times to SIGKILL the run before it may finish")
+  parser.add_argument("--workdir", required=True, help="a directory for the reference and the killed runs")
+  parser.add_argument("--seed", type=int, default=0, help="seeds the kill moments")
+  args, extra = parser.parse_known_args(argv)
+  bad = [a for a in extra if not a.startswith("--config.")]
+  if bad or args.kills < 0:
+    parser.error(f"extra arguments must be --config.KEY=VALUE overrides, got {bad}" if bad else "--kills must be >= 0")
+  import numpy as np
+
+  rng = random.Random(args.seed)
+  reference = os.path.join(args.workdir, "reference")
+  t0 = time.time()
+  code, out = run(reference, extra, None)
+  wall = time.time() - t0
+  if code != 0:
+    print(out[-3000:])
+    print(f"kill_resume: the uninterrupted run failed (exit {code})", file=sys.stderr)
+    return 1
+  print(f"uninterrupted run: {wall:.1f} s")
+  expected = final_arrays(reference, extra)
+  kills, rounds, failures = 0, 0, 0
+  while kills < args.kills or rounds == 0:  # a round: kill a fresh run until it finishes, then compare
+    rounds += 1
+    killed = os.path.join(args.workdir, f"killed-{rounds}")
+    while True:
+      moment = rng.uniform(0, wall) if kills < args.kills else None
+      code, out = run(killed, extra, moment)
+      if code is None:
+        kills += 1
+        print(f"kill {kills}/{args.kills} at {moment:.1f} s: during {phase_of(out)}", flush=True)
+        continue
+      if code != 0:
+        print(out[-3000:])
+        print(f"kill_resume: a resumed run failed (exit {code})", file=sys.stderr)
+        return 1
+      break
+    same = all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(expected, final_arrays(killed, extra)))
+    failures += not same
+    print(
+      f"round {rounds}: final state {'equal, bit for bit, to' if same else 'DIFFERENT from'} the uninterrupted run's"
+    )
+  print(f"{kills} kills in {rounds} rounds: {rounds - failures} of {rounds} final states equal the uninterrupted run's")
+  return 0 if failures == 0 else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -43,10 +43,12 @@ def command(workdir: str, extra: Sequence[str]) -> list[str]:
 
 
 def phase_of(output: str) -> str:
-  """The furthest phase the run's output shows (start-up when it shows none)."""
-  last = {name: output.rfind(marker) for marker, name in PHASES}
-  reached = max(last.items(), key=lambda kv: kv[1])
-  return reached[0] if reached[1] >= 0 else "start-up"
+  """The phase of the last line of the run's output that names one (start-up when none does)."""
+  for line in reversed(output.splitlines()):
+    for marker, name in PHASES:
+      if line.startswith(marker):
+        return name
+  return "start-up"
 
 
 def run(workdir: str, extra: Sequence[str], kill_after: float | None) -> tuple[int | None, str]:

@@ -32,10 +32,16 @@ SMOKE = [
   "--config.env.model.num_layers=1",
   "--config.warm_start.agent_steps=20",
   "--config.warm_start.env_steps=20",
-  "--config.total_steps=6",
+  "--config.total_steps=24",  # enough steps that random moments land in steps, checkpoint writes and evaluations
   "--config.checkpoint_every=2",
+  "--config.eval_every=4",
 ]
-PHASES = (("finished at step", "done"), ("eval at step", "steps"), ("step ", "steps"), ("warm start", "warm start"))
+PHASES = (
+  ("finished at step", "done"),
+  ("eval at step", "an evaluation or the step after it"),
+  ("step ", "steps or a checkpoint write"),
+  ("warm start", "warm start"),
+)
 
 
 def command(workdir: str, extra: Sequence[str]) -> list[str]:

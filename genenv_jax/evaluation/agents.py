@@ -176,6 +176,7 @@ class ModelAgent:
       eos_ids=self.tokenizer.eos_ids,
       pad_id=self.tokenizer.pad_id,
       key=key,
+      vocab_limit=self.tokenizer.vocab_size,  # never an id of the embedding's padding, which decode would reject
     )
     tokens, gen_mask = np.asarray(out.tokens), np.asarray(out.mask)
     results = []

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from genenv_jax.models.transformer import Transformer, dense
 from genenv_jax.parallel.sharding import constrain
 from genenv_jax.rl.grpo import token_entropy
+from genenv_jax.sampling.sampler import limit_vocab
 
 DEFAULT_CHUNK = 512
 
@@ -38,10 +39,11 @@ def policy_temperature(temperature: float) -> float:
 
 
 def _head_logprobs(
-  hidden: jax.Array, head: jax.Array, targets: jax.Array, temperature: float, with_entropy: bool
+  hidden: jax.Array, head: jax.Array, targets: jax.Array, temperature: float, with_entropy: bool, vocab_limit: int = 0
 ) -> tuple[jax.Array, jax.Array]:
   """log π_T(targets) and H(π_T) per position for hidden [B, C, E] through head [E, V]; float32 [B, C] each."""
   logits = constrain(dense(hidden, head).astype(jnp.float32), ("batch", "length", "vocab"))
+  logits = limit_vocab(logits, vocab_limit)
   if temperature != 1.0:
     logits = logits / temperature
   logp = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), targets[..., None], axis=-1)[..., 0]
@@ -57,6 +59,7 @@ def chunked_token_logprobs(
   temperature: float = 1.0,
   chunk_size: int = DEFAULT_CHUNK,
   with_entropy: bool = False,
+  vocab_limit: int = 0,
 ) -> tuple[jax.Array, jax.Array | None]:
   """log π_T(targets) [B, R] and, when asked, H(π_T) [B, R] (else None), float32, from hidden [B, R, E] and head [E, V].
 
@@ -70,7 +73,7 @@ def chunked_token_logprobs(
   temperature = policy_temperature(temperature)
   b, r, e = hidden.shape
   if r <= chunk_size:
-    logp, entropy = _head_logprobs(hidden, head, targets, temperature, with_entropy)
+    logp, entropy = _head_logprobs(hidden, head, targets, temperature, with_entropy, vocab_limit)
     return logp, (entropy if with_entropy else None)
   n = -(-r // chunk_size)
   pad = n * chunk_size - r
@@ -79,7 +82,7 @@ def chunked_token_logprobs(
 
   @functools.partial(jax.checkpoint, prevent_cse=False)  # inside lax.map's scan, CSE cannot undo the remat
   def one(xs):
-    return _head_logprobs(xs[0], head, xs[1], temperature, with_entropy)
+    return _head_logprobs(xs[0], head, xs[1], temperature, with_entropy, vocab_limit)
 
   logp, entropy = jax.lax.map(one, (h, t))  # [n, B, chunk] each
   unchunk = lambda x: x.swapaxes(0, 1).reshape(b, n * chunk_size)[:, :r]  # noqa: E731
@@ -96,11 +99,12 @@ def response_logprobs(
   *,
   temperature: float = 1.0,
   chunk_size: int = DEFAULT_CHUNK,
+  vocab_limit: int = 0,
 ) -> tuple[jax.Array, jax.Array | None]:
   """log π_T(response tokens) [B, R] (float32, 0 where response_mask is 0), and H(π_T) [B, R] when asked (else None).
 
   `temperature` is the sampling temperature of the policy being scored (module docstring); `chunk_size` the number of
-  response positions per LM-head chunk.
+  response positions per LM-head chunk; `vocab_limit` the sampler's (ids past it have no mass; sampling.limit_vocab).
   """
   ids = jnp.concatenate([prompt_ids, response], axis=1)
   mask = jnp.concatenate([prompt_mask, response_mask], axis=1)
@@ -113,5 +117,6 @@ def response_logprobs(
     temperature=temperature,
     chunk_size=chunk_size,
     with_entropy=with_entropy,
+    vocab_limit=vocab_limit,
   )
   return jnp.where(response_mask.astype(bool), logp, 0.0), entropy

@@ -37,6 +37,7 @@ class SamplingParams:
   pad_id: int = 0
   prefill_rows: int = 0  # rows per prefill chunk in `sample` (0 = all at once); bounds the prefill's activations
   kv_cache: str = "auto"  # "auto" (the compute dtype) or "int8" (int8 with per-row, head and slot scales)
+  vocab_limit: int = 0  # ids >= this (an embedding padded past the tokenizer, as Qwen2.5's) are never drawn; 0 = all
 
   def __post_init__(self):
     if self.max_new_tokens <= 0:
@@ -49,6 +50,8 @@ class SamplingParams:
       raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
     if self.prefill_rows < 0:
       raise ValueError(f"prefill_rows must be >= 0 (0 = every row at once), got {self.prefill_rows}")
+    if self.vocab_limit < 0:
+      raise ValueError(f"vocab_limit must be >= 0 (0 = no limit), got {self.vocab_limit}")
     if self.kv_cache not in KV_CACHE_KINDS:
       raise ValueError(f"kv_cache must be one of {', '.join(KV_CACHE_KINDS)}, got {self.kv_cache!r}")
 
@@ -57,6 +60,17 @@ class SampleOutput(NamedTuple):
   tokens: jax.Array  # [B, N] int32, pad_id after a row finishes
   logprobs: jax.Array  # [B, N] float32, 0 where mask is 0
   mask: jax.Array  # [B, N] int32, 1 for generated tokens (the EOS included)
+
+
+def limit_vocab(logits: jax.Array, vocab_limit: int) -> jax.Array:
+  """The logits with ids >= vocab_limit set to the dtype's minimum, so that softmax gives them no mass: the policy is
+  over the tokenizer's ids only, when the model's embedding is padded past them (Qwen2.5: 151,936 rows for 151,665
+  ids). A no-op when vocab_limit is 0 or covers every logit. Used by the sampler and by rl.logprobs alike, so the
+  sampled log-probs and the scored ones are of the same distribution."""
+  if not 0 < vocab_limit < logits.shape[-1]:
+    return logits
+  keep = jnp.arange(logits.shape[-1]) < vocab_limit
+  return jnp.where(keep, logits, jnp.finfo(logits.dtype).min)
 
 
 def filter_logits(logits: jax.Array, top_k: int, top_p: float) -> jax.Array:
@@ -76,6 +90,7 @@ def filter_logits(logits: jax.Array, top_k: int, top_p: float) -> jax.Array:
 
 def sample_token(logits: jax.Array, key: jax.Array, params: SamplingParams) -> tuple[jax.Array, jax.Array]:
   """Draws one token per row from [B, V] logits; returns (token, its log-prob under the tempered distribution)."""
+  logits = limit_vocab(logits, params.vocab_limit)
   if params.temperature == 0.0:
     token = jnp.argmax(logits, axis=-1)
     return token.astype(jnp.int32), jnp.take_along_axis(jax.nn.log_softmax(logits), token[:, None], -1)[:, 0]
@@ -223,6 +238,7 @@ def generate(
   buckets: Sequence[int] = DEFAULT_BUCKETS,
   max_cache_length: int | None = None,
   kv_cache: str = "auto",
+  vocab_limit: int = 0,
 ) -> SampleOutput:
   """Samples continuations of a left-padded prompt batch; deterministic for a given key.
 
@@ -237,6 +253,7 @@ def generate(
     eos_ids=tuple(int(e) for e in eos_ids),
     pad_id=int(pad_id),
     kv_cache=kv_cache,
+    vocab_limit=int(vocab_limit),
   )
   input_ids = np.asarray(input_ids, np.int32)
   if input_ids.ndim != 2:

@@ -423,7 +423,7 @@ def report(
     raise OutputError("; ".join(failed) + " (the metrics above are complete; any previous file is unchanged)")
 
 
-def evaluate(args: argparse.Namespace, stdout: TextIO, stderr: TextIO | None) -> dict[str, Any]:
+def run_evaluation(args: argparse.Namespace, stdout: TextIO, stderr: TextIO | None) -> dict[str, Any]:
   """Runs the evaluation the flags describe; returns the metrics record (also written to the metrics file)."""
   check_args(args)
   options = {k: v for k, v in (("cache_dir", args.cache_dir), ("mode", args.bfcl_mode)) if v}
@@ -463,7 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   results were computed and printed but a file could not be written."""
   args = parse_args(argv)
   try:
-    evaluate(args, sys.stdout, sys.stderr)
+    run_evaluation(args, sys.stdout, sys.stderr)
   except OutputError as e:
     if args.verbosity > 0:
       raise

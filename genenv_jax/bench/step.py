@@ -143,32 +143,10 @@ def interleaved(calls: dict[str, Callable[[], Any]], repeats: int, warmup: bool 
 
 
 def _preamble(co, state) -> dict[str, Any]:
-  """The step's pool draws and keys (coevolution.py `step`, before its phases), jitted once."""
+  """The step's pool draws and keys (`Coevolution.draw`, before its phases), jitted once."""
   import jax
-  import jax.numpy as jnp
 
-  from genenv_jax.rl import pools
-
-  s = co.settings
-
-  def fn(state):
-    key = jax.random.wrap_key_data(state.rng)
-    _, k_seed, k_env, k_replay, k_agent = jax.random.split(key, 5)
-    out = {"k_env": k_env, "k_agent": k_agent}
-    if s.num_fresh:
-      seeds, _, _ = pools.sample(
-        state.env_pool, k_seed, s.num_seeds, step=state.step, mix=s.env_seed_mix, new_window=s.new_window
-      )
-      out["seeds"] = {**seeds, "known": seeds["valid"] & ~seeds["is_seed"]}
-      out["seed_valid"] = jnp.repeat(seeds["valid"], s.env_samples_per_seed)
-    if s.num_replay:
-      rows, _, _ = pools.sample(
-        state.train_pool, k_replay, s.num_replay, step=state.step, mix=s.replay_mix, new_window=s.new_window
-      )
-      out["replay"] = {k: rows[k] for k in ("prompt_ids", "prompt_mask", "spec", "difficulty", "valid")}
-    return out
-
-  return jax.jit(fn)(state)
+  return jax.jit(co.draw)(state)
 
 
 def _sampled(out) -> dict[str, int]:
@@ -193,10 +171,10 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
   import jax.numpy as jnp
   from flax import nnx
 
+  from genenv_jax.coevolution.step import task_batch
   from genenv_jax.parallel.sharding import constrain
   from genenv_jax.rl import curriculum
   from genenv_jax.sampling import sampler as sampling
-  from genenv_jax.tasks.base import TaskBatch
 
   co, sh, s = run.coevolution, run.state_shardings, run.coevolution.settings
   results: dict[str, dict[str, Any]] = {}
@@ -220,7 +198,7 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
     fresh = fresh.replace(valid=fresh.valid & x["seed_valid"])
     parts.append(fresh)
   if s.num_replay:
-    parts.append(TaskBatch(**x["replay"]))
+    parts.append(task_batch(x["replay"]))
   tasks = parts[0] if len(parts) == 1 else jax.tree.map(lambda a, b: jnp.concatenate([a, b]), *parts)
   task_args = (state.agent, tasks, x["k_agent"])
   task_shardings = (sh.agent, _shardings(tasks), _shardings(x["k_agent"]))

@@ -121,7 +121,8 @@ def _concat(a: TaskBatch, b: TaskBatch) -> TaskBatch:
   return jax.tree.map(lambda x, y: jnp.concatenate([x, y], axis=0), a, b)
 
 
-def _task_batch(rows: dict[str, jax.Array]) -> TaskBatch:
+def task_batch(rows: dict[str, jax.Array]) -> TaskBatch:
+  """The TaskBatch fields of a pool's rows."""
   return TaskBatch(
     prompt_ids=rows["prompt_ids"],
     prompt_mask=rows["prompt_mask"],
@@ -363,29 +364,42 @@ class Coevolution:
 
   # ---- the step ------------------------------------------------------------------------------------------------
 
+  def draw(self, state: CoevolutionState) -> dict[str, Any]:
+    """The step's random draws, before its phases: the next rng `key`, the env's and the agent's sampling keys, the
+    env's seed tasks from D_env (`seeds`, with `known` = a generated task whose p̂ is known, and `seed_valid` per env
+    sample) and the replayed tasks from D_train (`replay`), with both pools as the draws leave them."""
+    s = self.settings
+    key, k_seed, k_env, k_replay, k_agent = jax.random.split(jax.random.wrap_key_data(state.rng), 5)
+    out = {"key": key, "k_env": k_env, "k_agent": k_agent, "env_pool": state.env_pool, "train_pool": state.train_pool}
+    if s.num_fresh:
+      seeds, _, out["env_pool"] = pools.sample(
+        state.env_pool, k_seed, s.num_seeds, step=state.step, mix=s.env_seed_mix, new_window=s.new_window
+      )
+      out["seeds"] = {**seeds, "known": seeds["valid"] & ~seeds["is_seed"]}
+      out["seed_valid"] = jnp.repeat(seeds["valid"], s.env_samples_per_seed)
+    if s.num_replay:
+      out["replay"], out["replay_idx"], out["train_pool"] = pools.sample(
+        state.train_pool, k_replay, s.num_replay, step=state.step, mix=s.replay_mix, new_window=s.new_window
+      )
+    return out
+
   def step(self, state: CoevolutionState) -> tuple[CoevolutionState, dict[str, jax.Array]]:
     s = self.settings
-    key = jax.random.wrap_key_data(state.rng)
-    key, k_seed, k_env, k_replay, k_agent = jax.random.split(key, 5)
-    train_pool, env_pool, metrics = state.train_pool, state.env_pool, {}
+    drawn = self.draw(state)
+    key, train_pool, env_pool, metrics = drawn["key"], drawn["train_pool"], drawn["env_pool"], {}
 
     parts = []
     if s.num_fresh:
-      seeds, seed_idx, env_pool = pools.sample(
-        env_pool, k_seed, s.num_seeds, step=state.step, mix=s.env_seed_mix, new_window=s.new_window
-      )
-      seeds = {**seeds, "known": seeds["valid"] & ~seeds["is_seed"]}
-      env_prompts, env_out, fresh = self.generate_tasks(state.env, seeds, k_env)
-      fresh = fresh.replace(valid=fresh.valid & jnp.repeat(seeds["valid"], s.env_samples_per_seed))
+      seeds = drawn["seeds"]
+      env_prompts, env_out, fresh = self.generate_tasks(state.env, seeds, drawn["k_env"])
+      fresh = fresh.replace(valid=fresh.valid & drawn["seed_valid"])
       parts.append(fresh)
     if s.num_replay:
-      replay_rows, replay_idx, train_pool = pools.sample(
-        train_pool, k_replay, s.num_replay, step=state.step, mix=s.replay_mix, new_window=s.new_window
-      )
-      parts.append(_task_batch(replay_rows))
+      replay_rows, replay_idx = drawn["replay"], drawn["replay_idx"]
+      parts.append(task_batch(replay_rows))
     tasks = parts[0] if len(parts) == 1 else _concat(*parts)
 
-    grouped, agent_out, rewards = self.rollouts(state.agent, tasks, k_agent)
+    grouped, agent_out, rewards = self.rollouts(state.agent, tasks, drawn["k_agent"])
     cur = curriculum.curriculum_targets(
       rewards, tasks.valid, threshold=s.success_threshold, alpha=s.alpha, beta=s.beta, k_min=s.k_min, lam=s.rwr_lambda
     )
@@ -481,7 +495,7 @@ class Coevolution:
 
   # ---- evaluation --------------------------------------------------------------------------------------------
 
-  def evaluate(self, agent_params: nnx.State, tasks: TaskBatch) -> jax.Array:
+  def heldout_rewards(self, agent_params: nnx.State, tasks: TaskBatch) -> jax.Array:
     """Greedy R_agent [N] on a fixed task set (held-out evaluation)."""
     params = dataclasses.replace(self.settings.agent_sampling, temperature=0.0)
     out = sampling.sample(

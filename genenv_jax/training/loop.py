@@ -382,7 +382,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
   summary_path = workdir_path(workdir, "summary.json")
   changes = check_resume_config(summary_path, config, log) if resuming else {}
   run, state = build(config)
-  eval_fn = jax.jit(run.coevolution.evaluate)
+  eval_fn = jax.jit(run.coevolution.heldout_rewards)
   latest = None
   if checkpointer.all_steps():
     latest, state, _ = checkpointer.restore_newest_intact(state, warn=log)
@@ -446,7 +446,7 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, workdi
   start = int(jax.device_get(state.step))
   progress = ProgressLine(config.total_steps, every=config.log_every, keys=PROGRESS_KEYS, start_step=start)
 
-  def evaluate(step: int) -> None:
+  def evaluate_and_log(step: int) -> None:
     with jax.set_mesh(run.mesh):
       result = evaluate_heldout(run, eval_fn, state.agent)
     summary.data["evals"].append({"step": step, **result})
@@ -460,7 +460,7 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, workdi
     log(f"eval at step {step}: held-out accuracy {result['accuracy']:.3f}")
 
   if start == 0 and not summary.data["evals"]:
-    evaluate(0)
+    evaluate_and_log(0)
   step = start
   while step < config.total_steps:
     t0 = time.time()
@@ -474,7 +474,7 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, workdi
       summary.data["steps"].append({"step": step, **{k: float(host[v]) for k, v in SUMMARY_KEYS.items() if v in host}})
       progress.update(step, {k: float(host[k]) for k in PROGRESS_KEYS if k in host})
     if step % config.eval_every == 0 or step == config.total_steps:
-      evaluate(step)
+      evaluate_and_log(step)
     preempted = guard.should_stop(step)
     _save(checkpointer, step, state, force=preempted or step == config.total_steps)
     writer.flush()  # a remote (gs://) logdir uploads only what changed, so TensorBoard follows the run live

@@ -97,7 +97,7 @@ def _smoke():
 
 
 def test_plan_rejects_unknown_chip():
-  with pytest.raises(ValueError, match="unknown chip 'h100'; known chips: v4, v5e, v5p, v6e"):
+  with pytest.raises(ValueError, match="unknown chip 'h100'; known chips: h200, v4, v5e, v5p, v6e"):
     plan.plan(_smoke(), 8, "h100", log=lambda _: None)
 
 

@@ -196,7 +196,8 @@ def problems(config: ml_collections.ConfigDict) -> list[str]:
     problem = _mix_problem(path, _get(config, path))
     if problem:
       out.append(problem)
-  for name, value in (_get(config, "mesh") or {}).items() if _get(config, "mesh") is not _MISSING else ():
+  mesh = _get(config, "mesh")
+  for name, value in mesh.items() if mesh is not _MISSING else ():
     if not _is_int(value) or not (value == -1 or value >= 1):
       out.append(f"mesh.{name} = {value!r}: must be an integer >= 1, or -1 (every remaining device)")
   return out + _cross_field_problems(config)

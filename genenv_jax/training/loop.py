@@ -15,6 +15,7 @@ locally and uploaded (genenv_jax/training/metrics.py). tests/test_multiprocess.p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -378,13 +379,14 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
     workdir_path(workdir, "checkpoints"), save_every=config.checkpoint_every, max_to_keep=config.max_checkpoints
   )
   progress = Checkpointer(workdir_path(workdir, "warm_start"), save_every=1, max_to_keep=1, async_save=False)
-  resuming = bool(checkpointer.all_steps()) or progress.latest_step() is not None
+  saved_steps = checkpointer.all_steps()
+  resuming = bool(saved_steps) or progress.latest_step() is not None
   summary_path = workdir_path(workdir, "summary.json")
   changes = check_resume_config(summary_path, config, log) if resuming else {}
   run, state = build(config)
   eval_fn = jax.jit(run.coevolution.heldout_rewards)
   latest = None
-  if checkpointer.all_steps():
+  if saved_steps:
     latest, state, _ = checkpointer.restore_newest_intact(state, warn=log)
     log(f"resumed from the checkpoint at step {latest} in {checkpointer.directory}")
   summary = Summary(summary_path, config, latest, changes)
@@ -419,12 +421,12 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
     return _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, workdir, started, log)
 
 
-def _save(checkpointer: Checkpointer, step: int, state, force: bool, wait: bool = False) -> None:
-  """checkpointer.save (and wait), a failed write (a full disk, a lost mount) turned into one clear OSError."""
+@contextlib.contextmanager
+def _checkpoint_write(checkpointer: Checkpointer, step: int):
+  """Turns a failed checkpoint write (a full disk, a lost mount) inside the block into one clear OSError that names
+  the newest intact checkpoint to resume from."""
   try:
-    checkpointer.save(step, state, metadata={"step": step}, force=force)
-    if wait:
-      checkpointer.wait()
+    yield
   except Exception as e:  # pylint: disable=broad-except  (orbax and tensorstore raise many kinds)
     intact = [s for s in checkpointer.all_steps() if s < step]
     raise OSError(
@@ -476,13 +478,15 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, workdi
     if step % config.eval_every == 0 or step == config.total_steps:
       evaluate_and_log(step)
     preempted = guard.should_stop(step)
-    _save(checkpointer, step, state, force=preempted or step == config.total_steps)
+    with _checkpoint_write(checkpointer, step):
+      checkpointer.save(step, state, metadata={"step": step}, force=preempted or step == config.total_steps)
     writer.flush()  # a remote (gs://) logdir uploads only what changed, so TensorBoard follows the run live
     summary.write()
     if preempted:
       log(f"preemption signal: saved the checkpoint at step {step}; exiting")
       break
-  _save(checkpointer, step, state, force=False, wait=True)
+  with _checkpoint_write(checkpointer, step):  # an asynchronous write's failure surfaces here
+    checkpointer.wait()
   writer.flush()
   jax.block_until_ready(state)
   summary.data["wall_time_s"] = summary.data.get("wall_time_s", 0.0) + (time.time() - started)

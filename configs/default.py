@@ -159,18 +159,18 @@ def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
   """One named override set (module docstring); "" and "coevolve" leave the demo as it is."""
   if variant in ("", "coevolve"):
     return
-  if variant == "smoke":
-    c.total_steps = 6
-    c.checkpoint_every = 3
-    c.eval_every = 3
+  if variant == "smoke":  # about a minute; it learns (tests/test_smoke_learns.py), so a broken build shows
+    c.total_steps = 20
+    c.checkpoint_every = 10
+    c.eval_every = 10
     c.log_every = 1
-    c.domain.num_seeds = 128
-    c.domain.num_heldout = 32
-    c.warm_start.agent_steps = 40
-    c.warm_start.env_steps = 30
-    c.agent.grpo.group_size = 4
-    c.env.num_seeds = 4
-    c.pools.num_replay = 2
+    c.domain.max_operands = 5  # sums of 3..5 digits: three levels, learnable in 400 SFT steps
+    c.domain.num_seeds = 2048
+    c.domain.num_heldout = 128
+    c.warm_start.agent_steps = 400
+    c.warm_start.env_steps = 100
+    c.env.num_seeds = 8
+    c.pools.num_replay = 8
   elif variant == "random":
     c.env.train = False
   elif variant == "static":

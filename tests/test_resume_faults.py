@@ -159,4 +159,4 @@ def test_non_finite_updates_are_skipped_counted_and_reported(tmp_path, monkeypat
   assert summary["skipped_updates"]["agent"] == 3 * config.agent.grpo.minibatches
   state = final_state(tmp_path, config)
   assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(state.agent))
-  assert "counters/skipped_agent" in read_tags(str(tmp_path / "tensorboard"))["scalars"]
+  assert "agent/skipped_updates" in read_tags(str(tmp_path / "tensorboard"))["scalars"]

@@ -100,6 +100,8 @@ def step_settings(config: ml_collections.ConfigDict, domain: Domain, tokenizer: 
     env_seed_mix=tuple(p.env_seed_mix),
     new_window=p.new_window,
     keep_seeds=p.keep_seeds,
+    agent_max_grad_norm=a.optimizer.max_grad_norm,
+    env_max_grad_norm=e.optimizer.max_grad_norm,
   )
 
 

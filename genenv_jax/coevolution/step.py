@@ -94,7 +94,10 @@ class StepSettings:
   env_seed_mix: tuple[float, float, float] = (0.5, 0.25, 0.25)
   new_window: int = 1
   keep_seeds: bool = True
-  num_logged_examples: int = 2
+  num_logged_examples: int = 4  # tasks (with their first rollout) that the step returns for the text log
+  # the optimizers' gradient-clip thresholds, for the clipped-fraction metric only (the optimizers clip)
+  agent_max_grad_norm: float = 0.0
+  env_max_grad_norm: float = 0.0
 
   def __post_init__(self):
     if self.mode not in MODES:
@@ -286,6 +289,7 @@ class Coevolution:
       s.agent_minibatches,
       constants=agent_ref if use_ref else None,
       prepare=with_reference if use_ref else None,
+      max_grad_norm=s.agent_max_grad_norm,
     )
     adv_valid = jnp.repeat(valid, s.group_size)
     metrics.update(_masked_stats(adv.reshape(-1), adv_valid, "adv"), zero_std_frac=adv_metrics["zero_std_frac"])
@@ -351,7 +355,9 @@ class Coevolution:
         kl_estimator=s.kl_estimator,
       )
 
-    candidate, candidate_opt, metrics = gradient_step(loss_fn, self.env_optimizer, env_params, env_opt, batch)
+    candidate, candidate_opt, metrics = gradient_step(
+      loss_fn, self.env_optimizer, env_params, env_opt, batch, max_grad_norm=s.env_max_grad_norm
+    )
     # The per-update KL cap: KL(π_new ‖ π_old) on this batch's task tokens, then scale the step back.
     logp_old_params = jax.lax.stop_gradient(logp_of(env_params, batch))
     logp_new = jax.lax.stop_gradient(logp_of(candidate, batch))
@@ -416,6 +422,18 @@ class Coevolution:
         "agent/tokens": agent_out.mask.sum().astype(jnp.float32),
       }
     )
+    n_ex = min(s.num_logged_examples, tasks.valid.shape[0])
+    metrics.update(  # the first tasks of the batch (fresh ones first) with their first rollout, for the text log
+      {
+        "examples/prompt_ids": tasks.prompt_ids[:n_ex],
+        "examples/spec": tasks.spec[:n_ex],
+        "examples/difficulty": tasks.difficulty[:n_ex],
+        "examples/valid": tasks.valid[:n_ex],
+        "examples/p_hat": cur["p_hat"][:n_ex],
+        "examples/response": agent_out.tokens[: n_ex * s.group_size : s.group_size],
+        "examples/reward": rewards[:n_ex, 0],
+      }
+    )
 
     env, env_opt = state.env, state.env_opt
     skipped_env = state.skipped_env
@@ -443,7 +461,6 @@ class Coevolution:
           "hist/p_hat": jnp.where(valid, p_hat, -1.0),
           "hist/difficulty": jnp.where(valid, fresh.difficulty, -1.0),
           "examples/env_tokens": env_out.tokens[: s.num_logged_examples],
-          "examples/agent_tokens": agent_out.tokens[: s.num_logged_examples * s.group_size : s.group_size],
         }
       )
       metrics.update({f"env/{k}": v for k, v in _masked_stats(fresh.difficulty, valid, "difficulty").items()})

@@ -28,9 +28,34 @@ def make_optimizer(
   warmup_steps: int = 0,
 ) -> optax.GradientTransformation:
   """AdamW (Loshchilov & Hutter 2019) after global-norm clipping, with optional linear warm-up."""
-  schedule = optax.linear_schedule(0.0, lr, warmup_steps) if warmup_steps > 0 else lr
   chain = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm > 0 else []
-  return optax.chain(*chain, optax.adamw(schedule, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay))
+  return optax.chain(
+    *chain, optax.adamw(learning_rate_schedule(lr, warmup_steps), b1=b1, b2=b2, eps=eps, weight_decay=weight_decay)
+  )
+
+
+def learning_rate_schedule(lr: float, warmup_steps: int = 0) -> optax.ScalarOrSchedule:
+  """The learning rate after n optimizer updates: lr · min(1, n / warmup_steps) (constant lr without warm-up)."""
+  return optax.linear_schedule(0.0, lr, warmup_steps) if warmup_steps > 0 else lr
+
+
+def applied_updates(opt_state: Any) -> int:
+  """How many updates an optimizer state of `make_optimizer` has applied (AdamW's count; skipped steps leave it)."""
+
+  def read(x):  # a replicated scalar; on a multi-host mesh each process reads its own copy
+    return int(x.addressable_data(0)) if isinstance(x, jax.Array) else int(x)
+
+  counts = [read(x) for _, x in optax.tree_utils.tree_get_all_with_path(opt_state, "count")]
+  if not counts:
+    raise ValueError("the optimizer state holds no update count (not a make_optimizer state?)")
+  return max(counts)
+
+
+def last_learning_rate(opt_state: Any, lr: float, warmup_steps: int = 0) -> float:
+  """The learning rate of the newest update this optimizer state applied (`learning_rate_schedule` at n - 1; the
+  first update's when none has been applied)."""
+  schedule = learning_rate_schedule(lr, warmup_steps)
+  return float(schedule(max(applied_updates(opt_state) - 1, 0))) if callable(schedule) else float(schedule)
 
 
 def _split(batch: Any, num: int) -> Any:
@@ -53,8 +78,13 @@ def gradient_step(
   opt_state: Any,
   batch: Any,
   scale: jax.Array | float = 1.0,
+  max_grad_norm: float = 0.0,
 ) -> tuple[Any, Any, dict[str, jax.Array]]:
-  """grad of sum/denom at params, one optimizer update scaled by `scale`, skipped when anything is non-finite."""
+  """grad of sum/denom at params, one optimizer update scaled by `scale`, skipped when anything is non-finite.
+
+  Metrics: loss, grad_norm (before the optimizer's clipping), update_norm, skipped, and grad_clipped (1 when
+  grad_norm > `max_grad_norm`, the optimizer's clip threshold; 0 when it is 0, i.e. no clipping).
+  """
   (total, (denom, metrics)), grads = jax.value_and_grad(
     lambda p: (lambda s, d, m: (s, (d, m)))(*loss_fn(p, batch)), has_aux=True
   )(params)
@@ -68,10 +98,12 @@ def gradient_step(
   new_params = optax.apply_updates(params, updates)
   ok = jnp.isfinite(loss) & _all_finite(grads) & _all_finite(updates) & (denom > 0)
   keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
+  grad_norm = jnp.where(ok, optax.tree.norm(grads), 0.0)
   metrics = {
     **metrics,
     "loss": jnp.where(jnp.isfinite(loss), loss, 0.0),
-    "grad_norm": jnp.where(ok, optax.tree.norm(grads), 0.0),
+    "grad_norm": grad_norm,
+    "grad_clipped": ((grad_norm > max_grad_norm) & (max_grad_norm > 0)).astype(jnp.float32),
     "update_norm": jnp.where(ok, optax.tree.norm(updates), 0.0),
     "skipped": (~ok & (denom > 0)).astype(jnp.int32),
   }
@@ -87,8 +119,10 @@ def minibatch_updates(
   num_updates: int,
   constants: Any = None,
   prepare: Callable[[Any, Any], Any] | None = None,
+  max_grad_norm: float = 0.0,
 ) -> tuple[Any, Any, dict[str, jax.Array]]:
-  """`num_updates` consecutive optimizer steps over equal slices of `batch` in a lax.scan; metrics averaged.
+  """`num_updates` consecutive optimizer steps over equal slices of `batch` in a lax.scan; metrics averaged (so
+  grad_clipped becomes the fraction of the updates whose gradient was clipped; `gradient_step`).
 
   `prepare(constants, chunk) -> chunk`, when given, runs first in each mini-batch, outside the gradient, e.g. the
   reference policy's log-probs of that mini-batch, so their activations never span the whole batch. `constants` (a
@@ -102,7 +136,7 @@ def minibatch_updates(
     p, o, c = carry
     if prepare is not None:
       chunk = jax.lax.stop_gradient(prepare(c, chunk))
-    p, o, m = gradient_step(loss_fn, optimizer, p, o, chunk)
+    p, o, m = gradient_step(loss_fn, optimizer, p, o, chunk, max_grad_norm=max_grad_norm)
     return (p, o, c), m
 
   (params, opt_state, _), metrics = jax.lax.scan(body, (params, opt_state, constants), chunks)

@@ -71,6 +71,9 @@ class Domain(Protocol):
   def verify(self, tasks: TaskBatch, response: jax.Array, response_mask: jax.Array) -> jax.Array:
     """Jittable: R_agent [B] float32 in [0, 1] for responses [B, agent_answer_len]; 0 for invalid tasks."""
 
+  def gold_answer(self, spec: np.ndarray) -> str:
+    """Host: the gold answer of one spec row [spec_len] as text, for the logged examples."""
+
 
 def host_parse(
   parse_host: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]],

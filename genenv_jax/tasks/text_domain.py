@@ -251,6 +251,10 @@ class TextDomain:
       return 0.0
     return float(np.clip(value, 0.0, 1.0)) if np.isfinite(value) else 0.0
 
+  def gold_answer(self, spec: np.ndarray) -> str:
+    """The canonical gold text of one spec row (for logs); "" when the row holds no valid UTF-8 text."""
+    return decode_spec(np.asarray(spec)) or ""
+
   def verify_host(
     self, spec: np.ndarray, valid: np.ndarray, response: np.ndarray, response_mask: np.ndarray
   ) -> np.ndarray:

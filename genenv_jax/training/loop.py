@@ -33,6 +33,8 @@ from genenv_jax.coevolution.step import CoevolutionState
 from genenv_jax.parallel import sharding as shd
 from genenv_jax.reporting.summary_report import phenomena
 from genenv_jax.rl import pools
+from genenv_jax.rl.updates import last_learning_rate
+from genenv_jax.training import log_tags
 from genenv_jax.training.checkpointing import JAX_SERVICE, Checkpointer, PreemptionGuard, ResumeError
 from genenv_jax.training.config_checks import validate as validate_config
 from genenv_jax.training.metrics import MetricsWriter, ProgressLine, is_remote_path
@@ -46,7 +48,7 @@ SUMMARY_KEYS = {
   "agent_reward": "agent/reward_mean",
   "replay_p_hat_mean": "replay/p_hat_mean",
 }
-PROGRESS_KEYS = ("agent/reward_mean", "env/p_hat_mean", "env/band_frac", "env/difficulty_mean")
+PROGRESS_KEYS = ("agent/reward_mean", "env/p_hat_mean", "env/band_frac", "env/difficulty_mean")  # step metric names
 
 
 # ---- evaluation ------------------------------------------------------------------------------------------------------
@@ -57,11 +59,13 @@ def evaluate_heldout(run: Run, eval_fn, agent_params) -> dict[str, Any]:
   0/1 `correct` scores (item order fixed by the held-out set, so two evaluations pair item by item for `stats`)."""
   rewards, difficulty = shd.to_host((eval_fn(agent_params, run.heldout), run.heldout.difficulty), run.mesh)
   correct = rewards >= run.coevolution.settings.success_threshold
-  by_difficulty = {str(int(d)): float(correct[difficulty == d].mean()) for d in np.unique(difficulty)}
+  levels = np.unique(difficulty)
+  by_difficulty = {str(int(d)): float(correct[difficulty == d].mean()) for d in levels}
   return {
     "accuracy": float(correct.mean()),
     "by_difficulty": by_difficulty,
     "n": int(correct.size),
+    "n_by_difficulty": {str(int(d)): int((difficulty == d).sum()) for d in levels},
     "correct": correct.astype(np.int8).ravel().tolist(),
   }
 
@@ -81,13 +85,15 @@ def warm_start(
   stop: Callable[[], bool] | None = None,
   progress: Checkpointer | None = None,
   about: dict | None = None,
+  writer: MetricsWriter | None = None,
 ) -> CoevolutionState:
   """SFT both models on the seeds; the warm-started models become the references (the "initial" env of the KL).
 
   Resumable: with `stop` (polled after each SFT step) and `progress` (a Checkpointer of its own), a stop saves the
   phase ("agent", then "env"), the steps done in it, both models and the phase's AdamW state, then raises
   Preempted; called again with the same `progress`, the warm start continues from there, and ends bit-identical to
-  an uninterrupted one. `about` (JSON) is saved with the progress and restored into the same dict.
+  an uninterrupted one. `about` (JSON) is saved with the progress and restored into the same dict. With `writer`,
+  each phase's SFT loss goes to TensorBoard as warm_start/agent_loss and warm_start/env_loss (x = its SFT step).
   """
   w = config.warm_start
   co = run.coevolution
@@ -102,6 +108,8 @@ def warm_start(
     def line(i, loss):
       if (i + 1) % max(total // 4, 1) == 0 or i + 1 == total:
         log(f"warm start {name}: {i + 1}/{total} loss {loss:.3f}")
+      if writer is not None and ((i + 1) % max(total // 100, 1) == 0 or i + 1 == total):
+        writer.scalars(i + 1, {f"warm_start/{name}_loss": loss})
 
     return line
 
@@ -281,24 +289,8 @@ def _host_metrics(metrics: dict[str, Any], mesh) -> dict[str, np.ndarray]:
   return shd.to_host(dict(metrics), mesh)
 
 
-def _log_step(writer: MetricsWriter, run: Run, step: int, metrics: dict[str, np.ndarray], step_time: float) -> None:
-  scalars = {k: float(v) for k, v in metrics.items() if v.ndim == 0}
-  scalars["perf/step_time_s"] = step_time
-  scalars["perf/agent_tokens_per_s"] = scalars.get("agent/tokens", 0.0) / max(step_time, 1e-9)
-  scalars["perf/env_tokens_per_s"] = scalars.get("env/tokens", 0.0) / max(step_time, 1e-9)
-  writer.scalars(step, scalars)
-  for name in ("hist/p_hat", "hist/difficulty"):
-    if name in metrics:
-      values = metrics[name][metrics[name] >= 0]
-      if values.size:
-        writer.histogram(step, name, values)
-  if "examples/env_tokens" in metrics:
-    tok = run.tokenizer
-    rows = [
-      f"env: {tok.decode(e)!r} | agent: {tok.decode(a)!r}"
-      for e, a in zip(metrics["examples/env_tokens"], metrics["examples/agent_tokens"])
-    ]
-    writer.text(step, "examples/tasks_and_rollouts", "\n\n".join(rows))
+def _schedule(optimizer_config) -> dict[str, Any]:
+  return {"lr": optimizer_config.lr, "warmup_steps": optimizer_config.warmup_steps}
 
 
 # Keys a resumed run may change without --config.allow_config_change: how long it runs and what it logs, not what it
@@ -390,6 +382,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
     latest, state, _ = checkpointer.restore_newest_intact(state, warn=log)
     log(f"resumed from the checkpoint at step {latest} in {checkpointer.directory}")
   summary = Summary(summary_path, config, latest, changes)
+  writer = MetricsWriter(workdir_path(workdir, "tensorboard"))  # process 0 writes; a remote logdir is synced
   with PreemptionGuard() as guard:
     if latest is None:
       about = {}
@@ -402,13 +395,14 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
       # increase); a SIGTERM in their warm start is acted on at the first step
       stop = guard.should_stop if guard.mode != JAX_SERVICE else None
       try:
-        state = warm_start(run, state, config, log, stop=stop, progress=progress, about=about)
+        state = warm_start(run, state, config, log, stop=stop, progress=progress, about=about, writer=writer)
       except Preempted as e:
         log(f"{e}; rerun the same command to resume")
         summary.data["preempted"] = "warm start"
         summary.write()
         progress.close()
         checkpointer.close()
+        writer.close()
         return summary.data
       if config.mode == "static":
         state = static_augmentation(run, state, config.pools.static_rounds)
@@ -418,7 +412,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
       }
     progress.close()
     summary.data.pop("preempted", None)
-    return _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, workdir, started, log)
+    return _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer, started, log)
 
 
 @contextlib.contextmanager
@@ -441,9 +435,8 @@ def _checkpoint_write(checkpointer: Checkpointer, step: int):
     ) from None
 
 
-def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, workdir, started, log) -> dict[str, Any]:
+def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer, started, log) -> dict[str, Any]:
   """The co-evolution steps from the state's step to config.total_steps: log, evaluate, checkpoint, summarise."""
-  writer = MetricsWriter(workdir_path(workdir, "tensorboard"))  # process 0 writes; a remote logdir is synced
   step_fn = run.coevolution.jit_step(run.state_shardings)
   start = int(jax.device_get(state.step))
   progress = ProgressLine(config.total_steps, every=config.log_every, keys=PROGRESS_KEYS, start_step=start)
@@ -452,36 +445,44 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, workdi
     with jax.set_mesh(run.mesh):
       result = evaluate_heldout(run, eval_fn, state.agent)
     summary.data["evals"].append({"step": step, **result})
-    writer.scalars(
-      step,
-      {
-        "eval/accuracy": result["accuracy"],
-        **{f"eval/accuracy_difficulty_{d}": a for d, a in result["by_difficulty"].items()},
-      },
-    )
+    log_tags.log_eval(writer, step, result)
     log(f"eval at step {step}: held-out accuracy {result['accuracy']:.3f}")
 
+  def learning_rates(host: dict[str, np.ndarray]) -> dict[str, float]:
+    rates = {"agent/lr": last_learning_rate(state.agent_opt, **_schedule(config.agent.optimizer))}
+    if log_tags.env_updated(host, run.coevolution.settings):
+      rates["env/lr"] = last_learning_rate(state.env_opt, **_schedule(config.env.optimizer))
+    return rates
+
   if start == 0 and not summary.data["evals"]:
+    log_tags.log_run_start(writer, config, run.coevolution.settings)
     evaluate_and_log(0)
   step = start
+  timings: dict[str, float] = {}  # the loop's phases since the last logged step, in seconds
   while step < config.total_steps:
     t0 = time.time()
     with jax.set_mesh(run.mesh):
       state, metrics = step_fn(state)
     step += 1
     if step % config.log_every == 0 or step == config.total_steps:
-      host = _host_metrics(metrics, run.mesh)
-      step_time = time.time() - t0
-      _log_step(writer, run, step, host, step_time)
+      host = _host_metrics(metrics, run.mesh)  # waits for the step
+      t_log = time.time()
+      extra = {"perf/step_s": t_log - t0, **{f"perf/{k}_s": v for k, v in timings.items()}, **learning_rates(host)}
+      log_tags.log_step(writer, run, step, host, extra)
       summary.data["steps"].append({"step": step, **{k: float(host[v]) for k, v in SUMMARY_KEYS.items() if v in host}})
       progress.update(step, {k: float(host[k]) for k in PROGRESS_KEYS if k in host})
+      timings = {"log": time.time() - t_log}
     if step % config.eval_every == 0 or step == config.total_steps:
+      t_eval = time.time()
       evaluate_and_log(step)
+      timings["eval"] = timings.get("eval", 0.0) + time.time() - t_eval
     preempted = guard.should_stop(step)
+    t_save = time.time()
     with _checkpoint_write(checkpointer, step):
       checkpointer.save(step, state, metadata={"step": step}, force=preempted or step == config.total_steps)
     writer.flush()  # a remote (gs://) logdir uploads only what changed, so TensorBoard follows the run live
     summary.write()
+    timings["checkpoint"] = timings.get("checkpoint", 0.0) + time.time() - t_save
     if preempted:
       log(f"preemption signal: saved the checkpoint at step {step}; exiting")
       break

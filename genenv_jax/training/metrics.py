@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -32,6 +33,9 @@ import jax
 import numpy as np
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.plugins.custom_scalar import layout_pb2
+from tensorboard.plugins.custom_scalar import metadata as custom_scalar_metadata
+from tensorboard.plugins.histogram import metadata as histogram_metadata
 from tensorboard.plugins.histogram import summary_v2 as histogram_summary
 from tensorboard.plugins.scalar import summary_v2 as scalar_summary
 from tensorboard.plugins.text import summary_v2 as text_summary
@@ -208,14 +212,47 @@ class MetricsWriter:
     if summary.value:
       self._add(step, summary)
 
-  def histogram(self, step: int, tag: str, values: Any, bins: int = DEFAULT_BINS) -> None:
-    """Logs the distribution of `values` (any shape, castable to float) in `bins` equal-width buckets."""
+  def histogram(self, step: int, tag: str, values: Any, bins: int = DEFAULT_BINS, edges: Any = None) -> None:
+    """Logs the distribution of `values` (any shape, castable to float) in `bins` equal-width buckets, or in the
+    buckets between the given increasing `edges` (values outside them are dropped)."""
     if not self.enabled:
       return
-    if bins < 1:
-      raise ValueError(f"bins must be >= 1, got {bins}")
-    array = np.asarray(_host_value(values), dtype=np.float64)
-    self._add(step, histogram_summary.histogram_pb(tag, array, buckets=bins))
+    array = np.asarray(_host_value(values), dtype=np.float64).ravel()
+    if edges is None:
+      if bins < 1:
+        raise ValueError(f"bins must be >= 1, got {bins}")
+      self._add(step, histogram_summary.histogram_pb(tag, array, buckets=bins))
+      return
+    edges = np.asarray(edges, np.float64)
+    if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
+      raise ValueError(f"histogram edges must be at least two increasing values, got {edges.tolist()}")
+    counts, _ = np.histogram(array, bins=edges)
+    buckets = np.stack([edges[:-1], edges[1:], counts.astype(np.float64)], axis=1)
+    summary = summary_pb2.Summary()
+    summary.value.add(
+      tag=tag,
+      metadata=histogram_metadata.create_summary_metadata(display_name=None, description=None),
+      tensor=tensor_util.make_tensor_proto(buckets, dtype=np.float64),
+    )
+    self._add(step, summary)
+
+  def custom_scalars(self, charts: Mapping[str, Mapping[str, Sequence[str]]]) -> None:
+    """Lays out TensorBoard's custom-scalars dashboard: {category: {chart title: [tags drawn together]}}."""
+    if not self.enabled:
+      return
+    layout = layout_pb2.Layout()
+    for category, titled in charts.items():
+      cat = layout.category.add(title=category)
+      for title, tags in titled.items():
+        # each tag as an anchored regular expression, so that one chart shows exactly these series
+        cat.chart.add(title=title).multiline.tag.extend([f"^{re.escape(t)}$" for t in tags])
+    summary = summary_pb2.Summary()
+    summary.value.add(
+      tag=custom_scalar_metadata.CONFIG_SUMMARY_TAG,
+      metadata=custom_scalar_metadata.create_summary_metadata(),
+      tensor=tensor_util.make_tensor_proto(np.asarray(layout.SerializeToString(), dtype=object)),
+    )
+    self._add(0, summary)
 
   def text(self, step: int, tag: str, data: str | Sequence[str] | Sequence[Sequence[str]]) -> None:
     """Logs markdown text: a string, a list of strings, or a table given as a list of equal-length rows."""

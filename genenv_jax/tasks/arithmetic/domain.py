@@ -223,6 +223,10 @@ class ArithmeticDomain:
       return self._parse_jax(tokens, mask)
     return host_parse(self.parse_env_output_host, tokens, mask, self.agent_prompt_len, self.spec_len)
 
+  def gold_answer(self, spec: np.ndarray) -> str:
+    """The computed answer of one spec row, as the agent should write it (for logs)."""
+    return str(int(np.asarray(spec).reshape(-1)[0]))
+
   def verify(self, tasks: TaskBatch, response: jax.Array, response_mask: jax.Array) -> jax.Array:
     """Jittable: R_agent [B] float32, 1.0 iff the task is valid and the response spells spec[:, 0] then EOS."""
     if self.verifier == "jax":

@@ -1,0 +1,177 @@
+"""What a run logs to TensorBoard (genenv_jax/training/log_tags.py): no phantom values, no dead or duplicate tags,
+k/G-aligned histograms, marked examples, eval accuracies with their standard errors."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from event_checks import constant_zero_and_duplicate_tags, text_table
+
+from genenv_jax.coevolution.step import StepSettings
+from genenv_jax.models.tokenizer import load_tokenizer
+from genenv_jax.training import log_tags
+from genenv_jax.training.metrics import MetricsWriter, read_scalars, read_tensors
+
+COEVOLVE = StepSettings(num_seeds=4, num_replay=2, group_size=10)
+
+
+def step_metrics(**over):
+  m = {
+    "agent/reward_mean": 0.5,
+    "agent/accuracy": 0.5,
+    "agent/loss": 0.1,
+    "agent/pg_loss": 0.09,
+    "agent/kl": 0.01,
+    "agent/entropy": 1.2,
+    "agent/zero_std_frac": 0.3,
+    "agent/adv_mean": 0.0,
+    "agent/ratio_mean": 1.0,
+    "agent/ratio_max": 1.0,
+    "agent/clip_frac": 0.0,
+    "agent/grad_norm": 3.0,
+    "agent/grad_clipped": 1.0,
+    "agent/update_norm": 0.01,
+    "agent/tokens": 100.0,
+    "agent/response_len": 3.0,
+    "env/p_hat_mean": 0.45,
+    "env/band_frac": 0.25,
+    "env/r_env_mean": 0.7,
+    "env/p_hat_0_or_1_frac": 0.25,
+    "env/invalid_frac": 0.25,
+    "env/difficulty_mean": 4.0,
+    "env/tokens": 40.0,
+    "env/output_len": 10.0,
+    "env/nll": 1.5,
+    "env/loss": 1.5,
+    "env/kl": 0.002,
+    "env/kl_all": 0.002,
+    "env/num_kept": 1.0,
+    "env/weight_max": 1.0,
+    "env/grad_norm": 2.0,
+    "env/grad_clipped": 1.0,
+    "env/update_norm": 0.02,
+    "env/update_kl": 0.01,
+    "env/cap_scale": 1.0,
+    "env/skipped": 0.0,
+    "pool/train_size": 10.0,
+    "pool/train_fill": 0.1,
+    "pool/train_frac_evaluated": 0.5,
+    "pool/train_mean_p_hat": 0.6,
+    "pool/env_size": 5.0,
+    "pool/env_frac_evaluated": 0.0,
+    "pool/env_mean_p_hat": 0.0,
+    "counters/skipped_agent": 0.0,
+    "counters/skipped_env": 0.0,
+  }
+  m.update(over)
+  return {k: np.float32(v) for k, v in m.items()}
+
+
+def test_a_full_step_logs_each_quantity_once_under_its_topic():
+  tags = log_tags.step_scalars(step_metrics(), COEVOLVE)
+  assert {t.split("/")[0] for t in tags} == {"agent", "curriculum", "env", "pool"}
+  for dropped in ("agent/accuracy", "agent/loss", "agent/adv_mean", "env/loss", "env/kl_all", "pool/train_fill"):
+    assert dropped not in tags
+  assert tags["curriculum/p_hat_mean"] == pytest.approx(0.45) and tags["env/rwr_nll"] == 1.5
+  assert tags["agent/kl_to_reference"] == pytest.approx(0.01) and tags["env/kl_to_initial"] == pytest.approx(0.002)
+  assert tags["agent/grad_clipped_frac"] == 1.0 and tags["agent/grad_norm_before_clip"] == 3.0
+  assert (tags["curriculum/band_low"], tags["curriculum/band_high"]) == pytest.approx((0.4, 0.6))
+
+
+def test_a_step_without_an_env_update_logs_no_env_loss():
+  tags = log_tags.step_scalars(step_metrics(**{"env/num_kept": 0.0, "env/nll": 0.0, "env/band_frac": 0.0}), COEVOLVE)
+  assert not [t for t in tags if t.startswith("env/") and t != "env/output_len"]
+  assert tags["curriculum/band_frac"] == 0.0  # genuinely none in the band: that is a measurement
+
+
+def test_a_step_whose_env_tasks_are_all_invalid_logs_no_p_hat():
+  tags = log_tags.step_scalars(step_metrics(**{"env/invalid_frac": 1.0, "env/num_kept": 0.0}), COEVOLVE)
+  assert tags["curriculum/invalid_frac"] == 1.0
+  assert "curriculum/p_hat_mean" not in tags and "curriculum/band_frac" not in tags
+
+
+def test_env_less_variants_log_no_env_or_curriculum_tags():
+  grpo = dataclasses.replace(COEVOLVE, mode="grpo")
+  tags = log_tags.step_scalars(step_metrics(), grpo)
+  assert not [t for t in tags if t.startswith(("env/", "pool/env_", "curriculum/")) and "replay" not in t]
+  random = dataclasses.replace(COEVOLVE, env_train=False)
+  tags = log_tags.step_scalars(step_metrics(), random)
+  assert "curriculum/p_hat_mean" in tags and not [t for t in tags if t.startswith("env/") and t != "env/output_len"]
+
+
+def test_ratio_and_ppo_clipping_only_with_several_minibatches():
+  assert "agent/ratio_mean" not in log_tags.step_scalars(step_metrics(), COEVOLVE)
+  tags = log_tags.step_scalars(step_metrics(), dataclasses.replace(COEVOLVE, agent_minibatches=2))
+  assert {"agent/ratio_mean", "agent/ratio_max", "agent/ppo_clip_frac"} <= set(tags)
+
+
+def test_counters_and_empty_means_are_left_out_until_they_exist():
+  tags = log_tags.step_scalars(step_metrics(), COEVOLVE)
+  assert "agent/skipped_updates" not in tags and "pool/env_mean_p_hat" not in tags
+  assert tags["pool/train_mean_p_hat"] == pytest.approx(0.6)
+  tags = log_tags.step_scalars(step_metrics(**{"counters/skipped_agent": 2.0}), COEVOLVE)
+  assert tags["agent/skipped_updates"] == 2.0
+
+
+def test_histogram_bins_are_centred_on_k_over_g():
+  values = np.asarray([0.0, 0.1, 0.1, 0.5, 1.0])
+  edges = log_tags.aligned_bin_edges(values, 0.1)
+  np.testing.assert_allclose(edges[:3], [-0.05, 0.05, 0.15], atol=1e-9)
+  counts, _ = np.histogram(values, edges)
+  assert counts.sum() == 5 and counts[1] == 2 and counts[5] == 1 and counts[-1] == 1  # one value per bin centre
+
+
+def test_log_step_writes_aligned_histograms_and_a_marked_examples_table(tmp_path):
+  tok = load_tokenizer()
+
+  class Domain:
+    def gold_answer(self, spec):
+      return str(int(spec[0]))
+
+  class Run:
+    tokenizer, domain = tok, Domain()
+
+    class coevolution:  # noqa: N801
+      settings = COEVOLVE
+
+  metrics = step_metrics()
+  metrics.update(
+    {
+      "hist/p_hat": np.asarray([0.5, 0.2, 0.2, -1.0]),
+      "hist/difficulty": np.asarray([2.0, 3.0, 3.0, -1.0]),
+      "examples/prompt_ids": np.asarray([tok.encode("Compute: 3+4 ="), tok.encode("Compute: 1+1 =")]),
+      "examples/env_tokens": np.asarray([tok.encode("3+4"), tok.encode("1+1")]),
+      "examples/spec": np.asarray([[7], [2]]),
+      "examples/difficulty": np.asarray([1.0, 1.0]),
+      "examples/valid": np.asarray([True, True]),
+      "examples/p_hat": np.asarray([0.5, 0.2]),
+      "examples/response": np.asarray([tok.encode("7"), tok.encode("3")]),
+      "examples/reward": np.asarray([1.0, 0.0]),
+    }
+  )
+  with MetricsWriter(str(tmp_path)) as writer:
+    log_tags.log_step(writer, Run(), 5, metrics, {"perf/step_s": 2.0})
+  assert read_scalars(str(tmp_path))["perf/agent_tokens_per_s"][0][1] == pytest.approx(50.0)
+  buckets = np.asarray(read_tensors(str(tmp_path), "histograms")["curriculum/p_hat"][0][1])
+  assert buckets[:, 2].sum() == 3  # the invalid task (-1) is left out
+  centres = (buckets[:, 0] + buckets[:, 1]) / 2
+  np.testing.assert_allclose(centres[buckets[:, 2] > 0], [0.2, 0.5], atol=1e-6)
+  table = text_table(str(tmp_path), "curriculum/examples")
+  assert table.shape == (3, 8) and "'7'" in table[1] and "✓" in table[1] and "✗" in table[2] and "'2'" in table[2]
+
+
+def test_log_eval_writes_the_standard_error_and_item_counts(tmp_path):
+  result = {"accuracy": 0.5, "n": 100, "by_difficulty": {"2": 0.8, "3": 0.2}, "n_by_difficulty": {"2": 50, "3": 50}}
+  with MetricsWriter(str(tmp_path)) as writer:
+    log_tags.log_eval(writer, 10, result)
+  scalars = read_scalars(str(tmp_path))
+  assert scalars["eval/accuracy_se"][0][1] == pytest.approx(0.05)
+  table = text_table(str(tmp_path), "eval/by_difficulty")
+  assert list(table[2]) == ["2", "50", "0.800", "0.057"]
+
+
+def test_the_constant_zero_and_duplicate_detector_finds_both():
+  zero, dups = constant_zero_and_duplicate_tags(
+    {"a": [(1, 0.0), (2, 0.0)], "b": [(1, 1.0), (2, 2.0)], "c": [(1, 1.0), (2, 2.0)], "d": [(1, 1.0), (2, 1.0)]}
+  )
+  assert zero == ["a"] and dups == [("b", "c")]

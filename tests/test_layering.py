@@ -90,3 +90,14 @@ def test_dependencies_point_downward():
       if rank(dst) > rank(src):
         violations.append(f"{module} ({src}) imports {name} ({dst}), a room above it")
   assert not violations, "\n".join(violations)
+
+
+def test_the_task_interface_and_text_adapter_know_no_domain():
+  """tasks/ itself (the interface, token operations, the text adapter) never imports a task family: the arithmetic
+  domain (tasks/arithmetic/) and the benchmarks build on it, not the other way round."""
+  offenders = []
+  for path in sorted((PACKAGE / "tasks").glob("*.py")):
+    for name in imports_of(path):
+      if name.startswith(("genenv_jax.tasks.arithmetic", "genenv_jax.benchmarks")):
+        offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
+  assert offenders == []

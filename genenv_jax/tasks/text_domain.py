@@ -44,14 +44,12 @@ import numpy as np
 
 from genenv_jax.data import resolve_data_dir
 from genenv_jax.models.tokenizer import SentencePieceTokenizer, Tokenizer
-from genenv_jax.tasks.arithmetic import token_ops as aj
-from genenv_jax.tasks.arithmetic.host import content_ids
+from genenv_jax.tasks import token_ops as ops
 from genenv_jax.tasks.base import TaskBatch, host_parse, host_verify
 from genenv_jax.tasks.benchmark import Message
 
 SPEC_PAD = -1
 RATE_TEXTS = tuple(f"{k // 10}.{k % 10}" for k in range(11)) + ("unknown",)
-_UNKNOWN_RATE = 11
 _MARKS = ("\x00SEED\x00", "\x00RATE\x00")
 ENV_USER_TEMPLATE = (
   "Example task:\n"
@@ -194,7 +192,7 @@ class TextDomain:
     )
 
   def _row_text(self, tokens: np.ndarray, mask: np.ndarray, require_eos: bool) -> str | None:
-    ids = content_ids(tokens, mask, self.tokenizer.eos_ids)
+    ids = ops.content_ids(tokens, mask, self.tokenizer.eos_ids)
     if ids is None:
       if require_eos:
         return None
@@ -277,22 +275,15 @@ class TextDomain:
     """Jittable: the env prompt of the module docstring per seed row, left-padded to env_prompt_len."""
     head, middle, tail = self._env_pieces
     env_ids, env_mask = jnp.asarray(seed["env_ids"], jnp.int32), jnp.asarray(seed["env_mask"], jnp.int32)
-    length, _ = aj.content_end(env_ids, env_mask, self.tokenizer.eos_ids)
-    batch = env_ids.shape[0]
-    p_hat = stats.get("p_hat") if stats else None
-    if p_hat is None:
-      rate = jnp.full((batch,), _UNKNOWN_RATE, jnp.int32)
-    else:
-      p_hat = jnp.asarray(p_hat, jnp.float32)
-      tenths = jnp.clip(jnp.round(p_hat * jnp.float32(10)), 0, 10)
-      rate = jnp.where(p_hat >= 0, tenths, _UNKNOWN_RATE).astype(jnp.int32)  # NaN >= 0 is False
-    return aj.pack_left_padded(
+    length, _ = ops.content_end(env_ids, env_mask, self.tokenizer.eos_ids)
+    rate = ops.rate_tenths(stats, env_ids.shape[0])
+    return ops.pack_left_padded(
       [
-        aj.const(head),
+        ops.const(head),
         (env_ids, length),
-        aj.const(middle),
+        ops.const(middle),
         (jnp.asarray(self._rate_ids)[rate], jnp.asarray(self._rate_lens)[rate]),
-        aj.const(tail),
+        ops.const(tail),
       ],
       self.env_prompt_len,
       self.tokenizer.pad_id,

@@ -32,12 +32,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from genenv_jax.models.tokenizer import Tokenizer
+from genenv_jax.tasks import token_ops as ops
 from genenv_jax.tasks.arithmetic import host
 from genenv_jax.tasks.arithmetic import token_ops as aj
 from genenv_jax.tasks.base import TaskBatch, host_parse, host_verify
 
 DEFAULT_BOUND = 10**6
-_UNKNOWN_RATE = 11  # row of ArithTokens.rate_ids that spells "?"
 
 
 def _single(tokenizer: Tokenizer, text: str) -> int:
@@ -188,16 +188,16 @@ class ArithmeticDomain:
   def _parse_jax(self, tokens: jax.Array, mask: jax.Array) -> TaskBatch:
     t = self.tokens
     tokens, mask = jnp.asarray(tokens, jnp.int32), jnp.asarray(mask, jnp.int32)
-    length, terminated = aj.content_end(tokens, mask, t.eos_ids)
+    length, terminated = ops.content_end(tokens, mask, t.eos_ids)
     e = aj.evaluate_expression(
       tokens, length, terminated, t, self.max_operands, self.max_digits, self.bound, self.operators, self.min_operands
     )
-    prompt_ids, prompt_mask = aj.pack_left_padded(
+    prompt_ids, prompt_mask = ops.pack_left_padded(
       [
-        aj.const(t.bos_ids),
-        aj.const(t.compute_prefix),
+        ops.const(t.bos_ids),
+        ops.const(t.compute_prefix),
         (tokens, jnp.where(e.ok, length, 0)),
-        aj.const(t.compute_suffix),
+        ops.const(t.compute_suffix),
       ],
       self.agent_prompt_len,
       t.pad_id,
@@ -241,26 +241,19 @@ class ArithmeticDomain:
     """
     t = self.tokens
     env_ids, env_mask = jnp.asarray(seed["env_ids"], jnp.int32), jnp.asarray(seed["env_mask"], jnp.int32)
-    length, _ = aj.content_end(env_ids, env_mask, t.eos_ids)
+    length, _ = ops.content_end(env_ids, env_mask, t.eos_ids)
     length = jnp.minimum(length, self.max_expression_len)
-    batch = env_ids.shape[0]
-    p_hat = stats.get("p_hat") if stats else None
-    if p_hat is None:
-      rate = jnp.full((batch,), _UNKNOWN_RATE, jnp.int32)
-    else:
-      p_hat = jnp.asarray(p_hat, jnp.float32)
-      tenths = jnp.clip(jnp.round(p_hat * jnp.float32(10)), 0, 10)
-      rate = jnp.where(p_hat >= 0, tenths, _UNKNOWN_RATE).astype(jnp.int32)  # NaN >= 0 is False
+    rate = ops.rate_tenths(stats, env_ids.shape[0])
     rate_ids = jnp.asarray(t.rate_ids, jnp.int32)[rate]
     rate_lens = jnp.asarray(t.rate_lens, jnp.int32)[rate]
-    return aj.pack_left_padded(
+    return ops.pack_left_padded(
       [
-        aj.const(t.bos_ids),
-        aj.const(t.seed_prefix),
+        ops.const(t.bos_ids),
+        ops.const(t.seed_prefix),
         (env_ids, length),
-        aj.const(t.rate_prefix),
+        ops.const(t.rate_prefix),
         (rate_ids, rate_lens),
-        aj.const(t.task_suffix),
+        ops.const(t.task_suffix),
       ],
       self.env_prompt_len,
       t.pad_id,

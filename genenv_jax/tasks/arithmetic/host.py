@@ -24,6 +24,7 @@ import numpy as np
 
 from genenv_jax.models.tokenizer import Tokenizer
 from genenv_jax.tasks.arithmetic.token_ops import MAX_ANSWER_DIGITS, OPERATORS
+from genenv_jax.tasks.token_ops import content_ids
 
 _ANSWER = re.compile(r"-?(0|[1-9][0-9]*)")
 
@@ -33,15 +34,6 @@ class HostExpression(NamedTuple):
   n_operators: int
   max_digits: int
   has_times: bool
-
-
-def content_ids(tokens: np.ndarray, mask: np.ndarray, eos_ids: Sequence[int]) -> list[int] | None:
-  """The ids of one row's content, or None when the row never terminates (see the module docstring)."""
-  eos = set(int(i) for i in eos_ids)
-  for i, (tok, m) in enumerate(zip(tokens.tolist(), mask.tolist())):
-    if m == 0 or (tok in eos):
-      return [int(t) for t in tokens[:i].tolist()]
-  return None
 
 
 def canonical_text(tokenizer: Tokenizer, ids: list[int]) -> str | None:

@@ -1,4 +1,5 @@
-"""Token-level arithmetic in pure JAX: find where a generation ends, evaluate `12+7*3-5`, read `-42`, pack prompts.
+"""Token-level arithmetic in pure JAX: evaluate `12+7*3-5`, read `-42` (the generic token operations, finding where a
+generation ends and packing prompts, are `genenv_jax.tasks.token_ops`).
 
 Everything works on int32 token ids [B, L] with static shapes (masks, not lengths), so it runs inside the one jitted
 co-evolution step (genenv_jax DESIGN.md, "The co-evolution step": verifiers in pure JAX over token ids). Nothing here
@@ -21,7 +22,8 @@ from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+
+from genenv_jax.tasks.token_ops import content_end
 
 INT32_MAX = 2**31 - 1
 OPERATORS = "+-*"  # the full operator alphabet; a domain may allow a subset
@@ -87,19 +89,6 @@ def check_operators(operators: str) -> None:
   """Raises ValueError unless `operators` is a non-empty, repeat-free subset of "+-*"."""
   if not operators or set(operators) - set(OPERATORS) or len(set(operators)) != len(operators):
     raise ValueError(f"operators must be a non-empty subset of {OPERATORS!r} without repeats, got {operators!r}")
-
-
-def content_end(tokens: jax.Array, mask: jax.Array, eos_ids: Sequence[int]) -> tuple[jax.Array, jax.Array]:
-  """(length [B] int32, terminated [B] bool) of each row's content.
-
-  Rule: the content is the tokens before the first position that is an EOS under mask 1, or has mask 0. A row with
-  no such position (mask 1 everywhere, no EOS: the generation ran out of budget) is not terminated, so malformed.
-  """
-  is_eos = jnp.isin(tokens, jnp.asarray(eos_ids, jnp.int32))
-  stop = (is_eos & (mask != 0)) | (mask == 0)
-  terminated = jnp.any(stop, axis=-1)
-  length = jnp.where(terminated, jnp.argmax(stop, axis=-1), tokens.shape[-1]).astype(jnp.int32)
-  return length, terminated
 
 
 def digit_values(tokens: jax.Array, digit_ids: Sequence[int]) -> jax.Array:
@@ -235,37 +224,3 @@ def parse_integer(tokens: jax.Array, mask: jax.Array, vocab: ArithTokens) -> tup
   magnitude = jnp.sum(jnp.where(in_number, jnp.maximum(digits, 0) * powers[place], 0), axis=-1)
   value = jnp.where(negative, -magnitude, magnitude)
   return ok, jnp.where(ok, value, 0).astype(jnp.int32)
-
-
-def pack_left_padded(
-  segments: Sequence[tuple[jax.Array, jax.Array]], width: int, pad_id: int
-) -> tuple[jax.Array, jax.Array]:
-  """Concatenates per-row segments and left-pads the result to `width`: (ids [B, width], mask [B, width]) int32.
-
-  Each segment is (ids [B, W_s] or [W_s], lengths [B] or scalar): the first `length` ids of that row. Output column
-  j holds token k = j - (width - total) of the concatenation; a concatenation longer than `width` keeps its last
-  `width` tokens (the prompt's end, where generation starts). Pure gathers, static shapes.
-  """
-  batch = next(jnp.shape(ids)[0] for ids, _ in segments if jnp.ndim(ids) == 2)
-  rows = []
-  for ids, lens in segments:
-    ids = jnp.asarray(ids, jnp.int32)
-    ids = jnp.broadcast_to(ids, (batch, ids.shape[-1])) if ids.ndim == 1 else ids
-    rows.append((ids, jnp.broadcast_to(jnp.asarray(lens, jnp.int32), (batch,))))
-  total = sum(lens for _, lens in rows)
-  k = jnp.arange(width)[None, :] - (width - total)[:, None]
-  out = jnp.full((batch, width), pad_id, jnp.int32)
-  offset = jnp.zeros((batch,), jnp.int32)
-  for ids, lens in rows:
-    local = k - offset[:, None]
-    here = (local >= 0) & (local < lens[:, None])
-    if ids.shape[-1]:
-      picked = jnp.take_along_axis(ids, jnp.clip(local, 0, ids.shape[-1] - 1), axis=-1)
-      out = jnp.where(here, picked, out)
-    offset = offset + lens
-  return out, (k >= 0).astype(jnp.int32)
-
-
-def const(ids: Sequence[int]) -> tuple[jax.Array, int]:
-  """A fixed segment for `pack_left_padded`."""
-  return jnp.asarray(np.asarray(ids, np.int32).reshape(-1)), len(ids)

@@ -38,6 +38,7 @@ import re
 from typing import Any
 
 from genenv_jax.benchmarks.api_bank.evaluator import LEVELS, SEED_FILES, ApiBankBenchmark
+from genenv_jax.benchmarks.parsing.task_text import split_tool_task
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, call_from_json, format_json_tool_calls, parse_api_request
 from genenv_jax.tasks.benchmark import EvalItem
 from genenv_jax.tasks.text_domain import ParsedTask
@@ -159,28 +160,16 @@ class ApiBankTasks:
     return out
 
   def parse(self, text: str) -> ParsedTask | None:
-    if not isinstance(text, str):
+    parts = split_tool_task(text, "API: ", "Call: ", MAX_APIS, _check_api)
+    if parts is None:
       return None
-    lines = text.strip().split("\n")
-    if len(lines) < 3 or not lines[-2].startswith("User: ") or not lines[-1].startswith("Call: "):
-      return None
-    if len(lines) - 2 > MAX_APIS or not all(line.startswith("API: ") for line in lines[:-2]):
-      return None
+    apis, user, call_text = parts
     try:
-      apis = [json.loads(line[len("API: ") :]) for line in lines[:-2]]
-      raw_call = json.loads(lines[-1][len("Call: ") :])
+      raw_call = json.loads(call_text)
     except (ValueError, RecursionError):
       return None
-    if not all(_check_api(a) for a in apis) or len({a["name"] for a in apis}) != len(apis):
-      return None
-    user = lines[-2][len("User: ") :].strip()
     call = call_from_json(raw_call)
-    if (
-      not user
-      or call is None
-      or not isinstance(raw_call.get("parameters"), dict)
-      or set(raw_call) != {"name", "parameters"}
-    ):
+    if call is None or not isinstance(raw_call.get("parameters"), dict) or set(raw_call) != {"name", "parameters"}:
       return None
     api = next((a for a in apis if a["name"] == call.name), None)
     if api is None or not set(call.arguments) <= set(api["parameters"]):

@@ -44,6 +44,7 @@ from genenv_jax.benchmarks.bfcl import evaluator as bfcl
 from genenv_jax.benchmarks.bfcl.checker import PYTHON_TYPES, check_ast, check_call
 from genenv_jax.benchmarks.bfcl.prompts import build_messages, render_calls
 from genenv_jax.benchmarks.parsing.source_scan import tag_contents
+from genenv_jax.benchmarks.parsing.task_text import split_tool_task
 from genenv_jax.benchmarks.parsing.tool_calls import (
   ToolCall,
   format_python_calls,
@@ -203,22 +204,12 @@ class BfclTasks:
     return out
 
   def parse(self, text: str) -> ParsedTask | None:
-    if not isinstance(text, str):
+    parts = split_tool_task(text, "Function: ", "Calls: ", MAX_FUNCTIONS, _check_doc)
+    if parts is None:
       return None
-    lines = text.strip().split("\n")
-    if len(lines) < 3 or not lines[-2].startswith("User: ") or not lines[-1].startswith("Calls: "):
-      return None
-    if len(lines) - 2 > MAX_FUNCTIONS or not all(line.startswith("Function: ") for line in lines[:-2]):
-      return None
-    try:
-      docs = [json.loads(line[len("Function: ") :]) for line in lines[:-2]]
-    except (ValueError, RecursionError):
-      return None
-    if not all(_check_doc(d) for d in docs) or len({d["name"] for d in docs}) != len(docs):
-      return None
-    question = lines[-2][len("User: ") :].strip()
-    calls = parse_python_calls(lines[-1][len("Calls: ") :])
-    if not question or not 1 <= len(calls) <= MAX_CALLS:
+    docs, question, calls_text = parts
+    calls = parse_python_calls(calls_text)
+    if not 1 <= len(calls) <= MAX_CALLS:
       return None
     by_name = {d["name"]: d for d in docs}
     answers = []

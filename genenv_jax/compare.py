@@ -10,9 +10,13 @@ Reads DIR/runs/VARIANT_sSEED/summary.json (genenv_jax.sweep) and writes DIR/repo
     |p̂ - α| <= k_min, and the verdict of summary_report rule (a) per seed;
   - the generated-difficulty trajectory;
   - final held-out accuracy per difficulty level.
-GenEnv (`--baseline`) minus each ablation: the final evaluations' per-item `correct` scores, paired by seed and item
-([seeds, items]), through `stats.paired_difference` (two-level bootstrap over seeds and items). The gap is "shown" only
-when the 95% CI excludes 0 or the mean gap exceeds the seed spread (std over seeds of the per-seed gaps).
+  - the fraction of the env's tasks whose own p̂ is in the band, over the first quarter, the later half and the last
+    quarter of the logged steps, and the generated difficulty (first and last quarter).
+GenEnv (`--baseline`) minus each ablation: per-item scores paired by seed and item ([seeds, items]), through
+`stats.paired_difference` (two-level bootstrap over seeds and items), on the final evaluation's 0/1 scores and on
+each item's mean score over the later half of the evaluations. The gap is "shown" only when the 95% CI excludes 0 or
+the mean gap exceeds the seed spread (std over seeds of the per-seed gaps). The claimed order GenEnv > GenEnv-Random
+> Static is tested link by link the same way, on the later-half scores.
 """
 
 from __future__ import annotations
@@ -86,6 +90,15 @@ def variant_figures(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     out["final_accuracy_by_difficulty"] = {
       d: _ms([ev[-1]["by_difficulty"][d] for ev in evals if d in ev[-1].get("by_difficulty", {})]) for d in levels
     }
+  band = [_windows(r, "band_frac") for r in runs]
+  if all(band):
+    out["band_frac_first_quarter"] = _ms([b[0] for b in band])
+    out["band_frac_later_half"] = _ms([b[1] for b in band])
+    out["band_frac_last_quarter"] = _ms([b[2] for b in band])
+  difficulty = [_windows(r, "difficulty_mean") for r in runs]
+  if all(difficulty):
+    out["difficulty_first_quarter"] = _ms([d[0] for d in difficulty])
+    out["difficulty_last_quarter"] = _ms([d[2] for d in difficulty])
   ph = [phenomena(r) for r in runs]
   if all("a_p_hat_into_band" in p for p in ph):
     out["late_in_band_frac"] = _ms([p["a_p_hat_into_band"]["late_in_band_frac"] for p in ph])
@@ -94,41 +107,88 @@ def variant_figures(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
   return out
 
 
-def _final_correct(summary: dict[str, Any]) -> list[int] | None:
-  ev = summary.get("evals", [])
-  return ev[-1].get("correct") if ev else None
+def _windows(summary: dict[str, Any], key: str) -> tuple[float, float, float] | None:
+  """Mean of a per-step figure over the first quarter, the later half and the last quarter of the logged steps."""
+  values = [float(r[key]) for r in summary.get("steps", []) if key in r]
+  if len(values) < 4:
+    return None
+  n = len(values)
+  return float(np.mean(values[: n // 4])), float(np.mean(values[n // 2 :])), float(np.mean(values[-(n // 4) :]))
 
 
-def paired_gaps(runs: dict[str, dict[int, dict[str, Any]]], baseline: str, n_boot: int = 2000) -> dict[str, Any]:
+def item_scores(summary: dict[str, Any], window: str = "final") -> list[float] | None:
+  """Per held-out item: its 0/1 score at the last evaluation ("final"), or its mean score over the later half of the
+  evaluations ("later_half": several evaluations of one run, so less of the evaluation's own noise)."""
+  ev = [e for e in summary.get("evals", []) if e.get("correct") is not None]
+  if not ev:
+    return None
+  if window == "final":
+    return [float(c) for c in ev[-1]["correct"]]
+  if window != "later_half":
+    raise ValueError(f"window must be 'final' or 'later_half', got {window!r}")
+  late = ev[len(ev) // 2 :]
+  if len({len(e["correct"]) for e in late}) != 1:
+    return None
+  return np.mean([e["correct"] for e in late], axis=0).tolist()
+
+
+def paired_gap(
+  runs: dict[str, dict[int, dict[str, Any]]], a: str, b: str, n_boot: int = 2000, window: str = "final"
+) -> dict[str, Any]:
+  """Variant a minus variant b on the seeds both ran, paired by seed and item (module docstring)."""
+  seeds = sorted(set(runs[a]) & set(runs[b]))
+  x = [item_scores(runs[a][s], window) for s in seeds]
+  y = [item_scores(runs[b][s], window) for s in seeds]
+  if not seeds or any(v is None for v in x + y) or len({len(v) for v in x + y}) != 1:
+    return {"seeds": seeds, "verdict": "not shown", "test": "no paired per-item scores on common seeds"}
+  d = stats.paired_difference(np.array(x), np.array(y), n_boot=n_boot)
+  per_seed = [float(np.mean(u) - np.mean(v)) for u, v in zip(x, y)]
+  spread = stats.mean_std(per_seed)[1]
+  shown = d["mean"] > 0 and (d["lo"] > 0 or (len(seeds) > 1 and d["mean"] > spread))
+  return {
+    "seeds": seeds,
+    "mean": d["mean"],
+    "ci95": [d["lo"], d["hi"]],
+    "per_seed": per_seed,
+    "seed_std": spread,
+    "verdict": "shown" if shown else "not shown",
+    "test": "paired bootstrap 95% CI over seeds and items excludes 0, or mean gap > seed std",
+  }
+
+
+ORDER = ("coevolve", "random", "static")  # GenEnv's claim: each beats the next (DESIGN.md, the ablations)
+
+
+def ordering(runs: dict[str, dict[int, dict[str, Any]]], n_boot: int = 2000) -> list[dict[str, Any]]:
+  """The claimed chain GenEnv > GenEnv-Random > Static, link by link, on the later-half item scores."""
+  present = [v for v in ORDER if v in runs]
+  return [
+    {"better": a, "worse": b, **paired_gap(runs, a, b, n_boot, "later_half")} for a, b in zip(present, present[1:])
+  ]
+
+
+def paired_gaps(
+  runs: dict[str, dict[int, dict[str, Any]]], baseline: str, n_boot: int = 2000, window: str = "final"
+) -> dict[str, Any]:
   """baseline minus each other variant on the seeds both ran, paired by item (module docstring)."""
   if baseline not in runs:
     raise ValueError(f"baseline variant {baseline!r} has no runs; variants found: {sorted(runs)}")
-  out = {}
-  for other in sorted(v for v in runs if v != baseline):
-    seeds = sorted(set(runs[baseline]) & set(runs[other]))
-    a = [_final_correct(runs[baseline][s]) for s in seeds]
-    b = [_final_correct(runs[other][s]) for s in seeds]
-    if not seeds or any(x is None for x in a + b) or len({len(x) for x in a + b}) != 1:
-      out[other] = {"seeds": seeds, "verdict": "not shown", "test": "no paired per-item scores on common seeds"}
-      continue
-    d = stats.paired_difference(np.array(a), np.array(b), n_boot=n_boot)
-    per_seed = [float(np.mean(x) - np.mean(y)) for x, y in zip(a, b)]
-    spread = stats.mean_std(per_seed)[1]
-    shown = d["mean"] > 0 and (d["lo"] > 0 or (len(seeds) > 1 and d["mean"] > spread))
-    out[other] = {
-      "seeds": seeds,
-      "mean": d["mean"],
-      "ci95": [d["lo"], d["hi"]],
-      "per_seed": per_seed,
-      "seed_std": spread,
-      "verdict": "shown" if shown else "not shown",
-      "test": "paired bootstrap 95% CI over seeds and items excludes 0, or mean gap > seed std",
-    }
-  return out
+  return {
+    other: paired_gap(runs, baseline, other, n_boot, window) for other in sorted(v for v in runs if v != baseline)
+  }
 
 
 def _fmt(ms: dict[str, float] | None, digits: int = 3) -> str:
   return "–" if ms is None else f"{ms['mean']:.{digits}f} ± {ms['std']:.{digits}f}"
+
+
+def _gap_row(name: str, g: dict[str, Any]) -> str:
+  if "mean" not in g:
+    return f"| {name} | {len(g['seeds'])} | – | – | – | {g['verdict']} ({g['test']}) |"
+  return (
+    f"| {name} | {len(g['seeds'])} | {g['mean']:+.3f} | [{g['ci95'][0]:+.3f}, {g['ci95'][1]:+.3f}] | "
+    f"{g['seed_std']:.3f} | {g['verdict']} |"
+  )
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -150,19 +210,37 @@ def markdown(report: dict[str, Any]) -> str:
     )
   lines += [
     "",
-    f"## {report['baseline']} minus each ablation (final held-out accuracy)",
+    "Fraction of the env's tasks whose own p̂ lies in the band (per step, then averaged over a window), and the",
+    "generated difficulty:",
     "",
-    "| ablation | seeds | gap | 95% CI | seed std | verdict |",
-    "|---|---|---|---|---|---|",
+    "| variant | tasks in band, first quarter | later half | last quarter | difficulty, first -> last quarter |",
+    "|---|---|---|---|---|",
   ]
-  for v, g in report["gaps"].items():
-    if "mean" in g:
+  for v, f in report["variants"].items():
+    if "band_frac_later_half" in f:
       lines.append(
-        f"| {v} | {len(g['seeds'])} | {g['mean']:+.3f} | [{g['ci95'][0]:+.3f}, {g['ci95'][1]:+.3f}] | "
-        f"{g['seed_std']:.3f} | {g['verdict']} |"
+        f"| {v} | {_fmt(f['band_frac_first_quarter'], 2)} | {_fmt(f['band_frac_later_half'], 2)} | "
+        f"{_fmt(f['band_frac_last_quarter'], 2)} | {_fmt(f.get('difficulty_first_quarter'), 2)} -> "
+        f"{_fmt(f.get('difficulty_last_quarter'), 2)} |"
       )
-    else:
-      lines.append(f"| {v} | {len(g['seeds'])} | – | – | – | {g['verdict']} ({g['test']}) |")
+  for key, title in (("gaps", "final held-out accuracy"), ("gaps_later_half", "later-half held-out accuracy")):
+    lines += [
+      "",
+      f"## {report['baseline']} minus each ablation ({title})",
+      "",
+      "| ablation | seeds | gap | 95% CI | seed std | verdict |",
+      "|---|---|---|---|---|---|",
+    ]
+    lines += [_gap_row(v, g) for v, g in report.get(key, {}).items()]
+  if report.get("ordering"):
+    lines += [
+      "",
+      "## The claimed order, link by link (later-half held-out accuracy)",
+      "",
+      "| better | worse | seeds | gap | 95% CI | seed std | verdict |",
+      "|---|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {o['better']} " + _gap_row(o["worse"], o) for o in report["ordering"]]
   lines += ["", f"Test: {next(iter(report['gaps'].values()), {}).get('test', '')}", ""]
   lines += [f"![{name}]({os.path.basename(path)})" for name, path in report.get("plots", {}).items()]
   return "\n".join(lines) + "\n"
@@ -221,6 +299,8 @@ def build_report(workdir: str, baseline: str | None = None, n_boot: int = 2000) 
     "baseline": baseline,
     "variants": {v: variant_figures(by_seed) for v, by_seed in runs.items()},
     "gaps": paired_gaps(runs, baseline, n_boot) if len(runs) > 1 else {},
+    "gaps_later_half": paired_gaps(runs, baseline, n_boot, "later_half") if len(runs) > 1 else {},
+    "ordering": ordering(runs, n_boot),
   }
 
 

@@ -83,3 +83,26 @@ def test_missing_scores_and_bad_inputs(tmp_path):
     compare.build_report(str(tmp_path), baseline="nope")
   with pytest.raises(FileNotFoundError, match="run genenv_jax.sweep"):
     compare.load_runs(os.path.join(str(tmp_path), "empty"))
+
+
+def test_later_half_scores_band_windows_and_the_claimed_order(tmp_path):
+  s = fake_summary(0, 0.5, 0.7, [0.5] * 8)
+  last = s["evals"][-1]
+  s["evals"] += [{**last, "step": 9, "correct": [1 - c for c in last["correct"]]}, {**last, "step": 10}]
+  half = compare.item_scores(s, "later_half")  # the later 2 of the 3 scored evaluations: each item right once
+  assert set(half) == {0.5} and compare.item_scores(s, "final") == [float(c) for c in s["evals"][-1]["correct"]]
+  with pytest.raises(ValueError, match="window"):
+    compare.item_scores(s, "best")
+  steps = [{"step": t, "band_frac": v} for t, v in enumerate([0.1, 0.1, 0.2, 0.2, 0.3, 0.3, 0.4, 0.4], 1)]
+  assert compare._windows({"steps": steps}, "band_frac") == pytest.approx((0.1, 0.35, 0.4))
+  table = {}
+  for seed in range(3):
+    table[("coevolve", seed)] = fake_summary(seed, 0.5, 0.80 + 0.01 * seed, [0.5] * 8)
+    table[("random", seed)] = fake_summary(seed, 0.5, 0.70 + 0.01 * seed, [0.5] * 8)
+    table[("static", seed)] = fake_summary(seed, 0.5, 0.70 + 0.01 * seed + (0.01, -0.01, 0.005)[seed], [0.5] * 8, 7)
+  write_runs(tmp_path, table)
+  rep = compare.build_report(str(tmp_path), n_boot=200)
+  chain = {(o["better"], o["worse"]): o["verdict"] for o in rep["ordering"]}
+  assert chain == {("coevolve", "random"): "shown", ("random", "static"): "not shown"}
+  assert rep["variants"]["coevolve"]["band_frac_later_half"]["mean"] == pytest.approx(0.2)
+  assert "The claimed order" in compare.markdown(rep)

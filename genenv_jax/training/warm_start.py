@@ -20,18 +20,22 @@ from genenv_jax.rl.updates import gradient_step
 from genenv_jax.tasks.base import Domain
 
 
-def nearby_difficulty_partners(difficulty: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-  """For each task i, the index of a random task j != i with |d_j - d_i| <= 1 (i itself when it has none)."""
+def nearby_difficulty_partners(difficulty: np.ndarray, rng: np.random.Generator, copy_frac: float = 0.0) -> np.ndarray:
+  """For each task i, the index of a random task j != i with |d_j - d_i| <= 1 (i itself when it has none), or, with
+  probability `copy_frac`, i itself: an env that has learnt to sometimes restate its seed can later be taught (by
+  RWR) to restate the seeds that sit in the α band."""
   partners = np.arange(len(difficulty))
+  copies = rng.random(len(difficulty)) < copy_frac
   for i, d in enumerate(difficulty):
     candidates = np.nonzero((np.abs(difficulty - d) <= 1) & (np.arange(len(difficulty)) != i))[0]
-    if len(candidates):
+    if len(candidates) and not copies[i]:
       partners[i] = rng.choice(candidates)
   return partners
 
 
-def sft_batches(domain: Domain, which: str, seed: int) -> dict[str, np.ndarray]:
-  """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask)."""
+def sft_batches(domain: Domain, which: str, seed: int, env_copy_frac: float = 0.0) -> dict[str, np.ndarray]:
+  """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask);
+  `env_copy_frac` of the env's targets are its seed itself (`nearby_difficulty_partners`)."""
   seeds = domain.seed_tasks()
   if which == "agent":
     return {
@@ -40,7 +44,7 @@ def sft_batches(domain: Domain, which: str, seed: int) -> dict[str, np.ndarray]:
       "target": seeds["answer_ids"],
       "target_mask": seeds["answer_mask"],
     }
-  partners = nearby_difficulty_partners(seeds["difficulty"], np.random.default_rng(seed))
+  partners = nearby_difficulty_partners(seeds["difficulty"], np.random.default_rng(seed), env_copy_frac)
   rows = {k: jnp.asarray(v) for k, v in seeds.items()}
   stats = {"p_hat": -jnp.ones(len(partners), jnp.float32)}  # negative = unknown success rate
   prompt_ids, prompt_mask = jax.jit(domain.env_prompt)(rows, stats)

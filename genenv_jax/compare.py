@@ -103,6 +103,8 @@ def variant_figures(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
   if all("a_p_hat_into_band" in p for p in ph):
     out["late_in_band_frac"] = _ms([p["a_p_hat_into_band"]["late_in_band_frac"] for p in ph])
     out["p_hat_in_band_shown_seeds"] = sum(p["a_p_hat_into_band"]["holds"] for p in ph)
+  if all("a2_tasks_in_band_rise" in p for p in ph):
+    out["tasks_in_band_shown_seeds"] = sum(p["a2_tasks_in_band_rise"]["holds"] for p in ph)
   out["trajectories"] = {k: trajectory(runs, k) for k in TRAJECTORIES}
   return out
 
@@ -223,6 +225,13 @@ def markdown(report: dict[str, Any]) -> str:
         f"{_fmt(f['band_frac_last_quarter'], 2)} | {_fmt(f.get('difficulty_first_quarter'), 2)} -> "
         f"{_fmt(f.get('difficulty_last_quarter'), 2)} |"
       )
+  vs = report.get("tasks_in_band_vs_random")
+  if vs:
+    lines += [
+      "",
+      f"(a2) GenEnv {vs['coevolve']:.2f} vs GenEnv-Random {vs['random']:.2f} in the last quarter (ratio "
+      f"{vs['ratio']:.2f}; test: {vs['test']}): {vs['verdict']}",
+    ]
   for key, title in (("gaps", "final held-out accuracy"), ("gaps_later_half", "later-half held-out accuracy")):
     lines += [
       "",
@@ -294,13 +303,33 @@ def build_report(workdir: str, baseline: str | None = None, n_boot: int = 2000) 
   variant in name order."""
   runs = load_runs(workdir)
   baseline = baseline or ("coevolve" if "coevolve" in runs else min(runs))
-  return {
+  report = {
     "workdir": workdir,
     "baseline": baseline,
     "variants": {v: variant_figures(by_seed) for v, by_seed in runs.items()},
     "gaps": paired_gaps(runs, baseline, n_boot) if len(runs) > 1 else {},
     "gaps_later_half": paired_gaps(runs, baseline, n_boot, "later_half") if len(runs) > 1 else {},
     "ordering": ordering(runs, n_boot),
+  }
+  report["tasks_in_band_vs_random"] = tasks_in_band_vs_random(report["variants"])
+  return report
+
+
+def tasks_in_band_vs_random(variants: dict[str, Any]) -> dict[str, Any] | None:
+  """(a2) across variants: GenEnv's last-quarter fraction of tasks in the band against GenEnv-Random's. Shown when
+  GenEnv's rule (a2) holds on every seed (a rise beyond the noise, ending at 0.4 or more) and its mean is at least
+  twice GenEnv-Random's."""
+  co, rnd = variants.get("coevolve", {}), variants.get("random", {})
+  if "band_frac_last_quarter" not in co or "band_frac_last_quarter" not in rnd:
+    return None
+  a, b = co["band_frac_last_quarter"]["mean"], rnd["band_frac_last_quarter"]["mean"]
+  every_seed = co.get("tasks_in_band_shown_seeds") == len(co["seeds"])
+  return {
+    "coevolve": a,
+    "random": b,
+    "ratio": a / b if b > 0 else float("inf"),
+    "verdict": "shown" if every_seed and a >= 2 * b else "not shown",
+    "test": "rule (a2) on every GenEnv seed, and GenEnv's last-quarter mean >= 2 x GenEnv-Random's",
   }
 
 

@@ -106,3 +106,17 @@ def test_later_half_scores_band_windows_and_the_claimed_order(tmp_path):
   assert chain == {("coevolve", "random"): "shown", ("random", "static"): "not shown"}
   assert rep["variants"]["coevolve"]["band_frac_later_half"]["mean"] == pytest.approx(0.2)
   assert "The claimed order" in compare.markdown(rep)
+
+
+def test_a2_against_random_needs_every_seed_and_twice_random():
+  variants = {
+    "coevolve": {"seeds": [0, 1], "band_frac_last_quarter": {"mean": 0.45}, "tasks_in_band_shown_seeds": 2},
+    "random": {"seeds": [0, 1], "band_frac_last_quarter": {"mean": 0.2}},
+  }
+  assert compare.tasks_in_band_vs_random(variants)["verdict"] == "shown"
+  variants["random"]["band_frac_last_quarter"]["mean"] = 0.25  # less than twice
+  assert compare.tasks_in_band_vs_random(variants)["verdict"] == "not shown"
+  variants["random"]["band_frac_last_quarter"]["mean"] = 0.1
+  variants["coevolve"]["tasks_in_band_shown_seeds"] = 1  # one seed misses rule (a2)
+  assert compare.tasks_in_band_vs_random(variants)["verdict"] == "not shown"
+  assert compare.tasks_in_band_vs_random({"coevolve": variants["coevolve"]}) is None

@@ -60,7 +60,7 @@ def test_all_three_phenomena_hold():
   assert c["slope_per_100_steps"] == pytest.approx(0.35, rel=1e-6)  # 0.0035 per step by least squares
   text = format_report(s)
   assert "(a) mean p̂" in text and "0.790 -> 0.500" in text and "held-out accuracy" in text
-  assert "not shown" not in text and text.count(": shown") == 3 and "0.500 0.550 0.600 0.620 0.640" in text
+  assert "not shown" not in text and text.count(": shown") == 4 and "0.500 0.550 0.600 0.620 0.640" in text
   assert "binomial SE" in text and "test:" in text
 
 
@@ -124,3 +124,19 @@ def test_window_gain_noise():
   assert window_gain([]) is None
   short = make_summary(p_hat=[0.5] * 4, difficulty=[1, 2, 3, 4], accuracy=[0.5, 0.5])  # windows of one step
   assert not phenomena(short)["b_difficulty_rises"]["holds"]
+
+
+def test_a2_needs_a_rise_beyond_the_noise_and_an_end_of_at_least_0_4():
+  base = make_summary(p_hat=[0.5] * 8, difficulty=[3] * 8, accuracy=[0.5, 0.5])
+  for row, v in zip(base["steps"], [0.2, 0.22, 0.3, 0.35, 0.4, 0.42, 0.45, 0.47]):
+    row["band_frac"] = v
+  a2 = phenomena(base)["a2_tasks_in_band_rise"]
+  assert a2["start"] == pytest.approx(0.21) and a2["end"] == pytest.approx(0.46) and a2["holds"]
+  for row, v in zip(base["steps"], [0.2, 0.22, 0.3, 0.35, 0.3, 0.32, 0.35, 0.37]):  # rises, but ends below 0.4
+    row["band_frac"] = v
+  assert not phenomena(base)["a2_tasks_in_band_rise"]["holds"]
+  for row, v in zip(base["steps"], [0.1, 0.6, 0.2, 0.5, 0.6, 0.1, 0.5, 0.3]):  # ends above 0.4 inside its noise
+    row["band_frac"] = v
+  a2 = phenomena(base)["a2_tasks_in_band_rise"]
+  assert a2["end"] == pytest.approx(0.4) and a2["gain"] < 2 * a2["se"] and not a2["holds"]
+  assert "(a2) tasks whose own p̂ is in band" in format_report(base) and "not shown" in format_report(base)

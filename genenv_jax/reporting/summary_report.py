@@ -11,6 +11,10 @@ Rules (pure functions of the summary dict that `train.train` writes; nothing her
   start / end of a per-step figure = the mean over the first / last quarter of the logged steps (at least one row);
   (a) shown when the end mean is inside the band |p̂ - α| <= k_min and at least `stay_frac` (default 0.8) of the
       logged steps in the later half have their p̂ inside it ("stays there"); `moved` says whether it started outside;
+  (a2) the fraction of the env's tasks whose own p̂ lies in the band rises (end - start > 2 SE, as in (b)) and ends
+      at `BAND_FRAC_MIN` (0.4) or more: the env writes tasks at the agent's frontier, not a mix of too-easy and
+      too-hard ones whose mean p̂ happens to sit near α (with G = 10 a task whose true rate is 0.5 lands in the band
+      about 66% of the time, the ceiling); comparing it with GenEnv-Random needs a sweep (genenv_jax.compare);
   (b) shown when end - start > 2 SE, SE = sqrt(var_start / w + var_end / w) over the two quarter windows of w >= 2
       steps (fewer than 8 logged steps give no noise estimate: not shown);
   (c) shown when the gain g = last - first held-out accuracy exceeds 2 SE, SE = sqrt(p1 (1-p1) / n + p2 (1-p2) / n)
@@ -30,6 +34,7 @@ from genenv_jax.reporting import stats
 
 STAY_FRAC = 0.8
 N_SE = 2.0
+BAND_FRAC_MIN = 0.4
 STEP_FIGURES = {
   "p_hat_mean": "mean p̂ on generated tasks",
   "band_frac": "fraction of tasks in the α band",
@@ -130,6 +135,17 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
       "stay_frac": stay_frac,
       "holds": inside(end) and late_frac >= stay_frac - 1e-9,
     }
+  kept = window_gain([r["band_frac"] for r in steps if "band_frac" in r])
+  if kept is not None:
+    enough = kept["window"] >= 2
+    out["a2_tasks_in_band_rise"] = {
+      **kept,
+      "min_end": BAND_FRAC_MIN,
+      "test": f"end - start > {N_SE:g} SE of the quarter-window means and end >= {BAND_FRAC_MIN:g}"
+      if enough
+      else "under 8 logged steps: no noise estimate, cannot be shown",
+      "holds": enough and kept["gain"] > N_SE * kept["se"] and kept["end"] >= BAND_FRAC_MIN,
+    }
   d = window_gain([r["difficulty_mean"] for r in steps if "difficulty_mean" in r])
   if d is not None:
     enough = d["window"] >= 2  # a one-step window has no variance: no noise estimate, so no verdict
@@ -181,6 +197,12 @@ def format_report(summary: dict[str, Any]) -> str:
       f"in band at {100 * a['late_in_band_frac']:.0f}% of the later half's logged steps "
       f"(test: end in band and >= {100 * a.get('stay_frac', STAY_FRAC):.0f}%): {yes(a)}"
     )
+  a2 = ph.get("a2_tasks_in_band_rise")
+  if a2:
+    lines.append(
+      f"  (a2) tasks whose own p̂ is in band {a2['start']:.3f} -> {a2['end']:.3f}   SE {a2['se']:.3f} "
+      f"(test: {a2['test']}): {yes(a2)}"
+    )
   b = ph.get("b_difficulty_rises")
   if b:
     se = f"{b['se']:.2f}" if "se" in b else "?"
@@ -197,7 +219,7 @@ def format_report(summary: dict[str, Any]) -> str:
       f"(test: {c.get('test', 'none')}): {yes(c)}"
     )
     lines.append(f"      evaluations at steps {c['steps'][0]}..{c['steps'][-1]}: {trail}")
-  others = [k for k in STEP_FIGURES if k not in ("p_hat_mean", "difficulty_mean") and k in ph["figures"]]
+  others = [k for k in STEP_FIGURES if k not in ("p_hat_mean", "band_frac", "difficulty_mean") and k in ph["figures"]]
   for key in others:
     f = ph["figures"][key]
     lines.append(f"  {STEP_FIGURES[key]:<34} {f['start']:.3f} -> {f['end']:.3f}")

@@ -14,6 +14,7 @@ from genenv_jax.training.config_checks import ConfigError, problems, validate
 SHIPPED = (
   [("default", v) for v in ("", *default.VARIANTS, "smoke+random", "smoke+pg")]
   + [("tools", v) for v in tools.LENGTHS]
+  + [("tools", f"{v}+demo") for v in ("api_bank", "bfcl")]
   + [("qwen2_5_7b", v) for v in ("", *qwen2_5_7b.SLICES, "api_bank", "bfcl,v6e-64")]
 )
 

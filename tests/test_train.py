@@ -152,7 +152,10 @@ def test_cli_smoke_run_writes_events_checkpoint_and_summary(tmp_path):
   if any(r["invalid_frac"] < 1 for r in summary["steps"]):  # histograms are over valid generated tasks only
     assert {"curriculum/p_hat", "curriculum/difficulty"} <= set(tags["histograms"])
   assert summary["config"]["total_steps"] == 3 and summary["wall_time_s"] > 0
-  assert {"p_hat_mean", "band_frac", "invalid_frac", "difficulty_mean", "agent_reward"} <= set(summary["steps"][-1])
+  last = summary["steps"][-1]
+  assert {"invalid_frac", "agent_reward"} <= set(last)
+  fresh = {"p_hat_mean", "band_frac", "difficulty_mean"}
+  assert fresh <= set(last) if last["invalid_frac"] < 1 else not fresh & set(last)  # no figure without a valid task
   assert "by_difficulty" in summary["evals"][-1]
   assert 0.0 <= summary["warm_start"]["heldout_accuracy_before"] <= 1.0 and "before the warm start" in out
   last = summary["evals"][-1]  # per-item scores pair evaluations item by item (stats.paired_difference)
@@ -217,3 +220,18 @@ def test_unknown_variant_is_a_clear_error():
 
   with pytest.raises(ValueError, match="unknown variant 'fast'"):
     get_config("fast")
+
+
+def test_summary_records_leave_out_fresh_task_figures_when_every_env_task_is_invalid():
+  from genenv_jax.training.loop import summary_record
+
+  host = {
+    "env/p_hat_mean": np.float32(0.0),
+    "env/band_frac": np.float32(0.0),
+    "env/difficulty_mean": np.float32(0.0),
+    "env/invalid_frac": np.float32(1.0),
+    "agent/reward_mean": np.float32(0.25),
+  }
+  assert summary_record(host) == {"invalid_frac": 1.0, "agent_reward": 0.25}
+  host["env/invalid_frac"] = np.float32(0.5)
+  assert summary_record(host)["difficulty_mean"] == 0.0 and summary_record(host)["p_hat_mean"] == 0.0

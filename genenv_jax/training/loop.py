@@ -48,6 +48,25 @@ SUMMARY_KEYS = {
   "agent_reward": "agent/reward_mean",
   "replay_p_hat_mean": "replay/p_hat_mean",
 }
+FRESH_TASK_KEYS = ("p_hat_mean", "band_frac", "difficulty_mean")  # need at least one valid env task
+
+
+def summary_record(host: dict[str, Any]) -> dict[str, float]:
+  """One step's summary.json row; the fresh tasks' p̂, band fraction and difficulty are left out at a step whose env
+  tasks were all invalid (there is nothing to average: a 0 there would read as a real value, e.g. a rise in
+  difficulty from 0 once tasks become valid)."""
+  row = {k: float(host[v]) for k, v in SUMMARY_KEYS.items() if v in host}
+  if row.get("invalid_frac", 0.0) >= 1.0:
+    row = {k: v for k, v in row.items() if k not in FRESH_TASK_KEYS}
+  return row
+
+
+def _reported(metric: str, record: dict[str, float]) -> bool:
+  """Whether a step metric's figure is in the step's summary record (the fresh-task figures may be left out)."""
+  key = next((k for k, v in SUMMARY_KEYS.items() if v == metric), None)
+  return key is None or key in record
+
+
 PROGRESS_KEYS = ("agent/reward_mean", "env/p_hat_mean", "env/band_frac", "env/difficulty_mean")  # step metric names
 
 
@@ -469,8 +488,9 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
       t_log = time.time()
       extra = {"perf/step_s": t_log - t0, **{f"perf/{k}_s": v for k, v in timings.items()}, **learning_rates(host)}
       log_tags.log_step(writer, run, step, host, extra)
-      summary.data["steps"].append({"step": step, **{k: float(host[v]) for k, v in SUMMARY_KEYS.items() if v in host}})
-      progress.update(step, {k: float(host[k]) for k in PROGRESS_KEYS if k in host})
+      summary.data["steps"].append({"step": step, **summary_record(host)})
+      record = summary.data["steps"][-1]
+      progress.update(step, {k: float(host[k]) for k in PROGRESS_KEYS if k in host and _reported(k, record)})
       timings = {"log": time.time() - t_log}
     if step % config.eval_every == 0 or step == config.total_steps:
       t_eval = time.time()

@@ -235,3 +235,18 @@ def test_summary_records_leave_out_fresh_task_figures_when_every_env_task_is_inv
   assert summary_record(host) == {"invalid_frac": 1.0, "agent_reward": 0.25}
   host["env/invalid_frac"] = np.float32(0.5)
   assert summary_record(host)["difficulty_mean"] == 0.0 and summary_record(host)["p_hat_mean"] == 0.0
+
+
+def test_env_warm_start_partners_are_nearby_in_difficulty_or_the_seed_itself():
+  from genenv_jax.training.warm_start import nearby_difficulty_partners
+
+  difficulty = np.asarray([2, 2, 3, 5, 5, 9])
+  rng = np.random.default_rng(0)
+  partners = nearby_difficulty_partners(difficulty, rng)
+  idx = np.arange(len(difficulty))
+  assert np.all(np.abs(difficulty[partners] - difficulty) <= 1)
+  assert np.all((partners != idx)[:5]) and partners[5] == 5  # the lone level-9 task has no neighbour
+  assert np.array_equal(nearby_difficulty_partners(difficulty, rng, copy_frac=1.0), idx)
+  many = np.repeat(difficulty, 200)
+  copies = (nearby_difficulty_partners(many, rng, copy_frac=0.5) == np.arange(len(many)))[: 5 * 200].mean()
+  assert 0.4 < copies < 0.6

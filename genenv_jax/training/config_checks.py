@@ -132,6 +132,7 @@ _TOP = [
   ("warm_start.env_steps", _count(0), "an integer >= 0"),
   ("warm_start.batch_size", _count(1), "an integer >= 1"),
   ("warm_start.lr", _positive, "a number > 0"),
+  ("warm_start.env_copy_frac", _unit, "a number in [0, 1] (the share of env targets that restate their seed)"),
 ]
 _PER_MODEL = [
   ("model.hidden_size", _count(1), "an integer >= 1"),

@@ -72,8 +72,15 @@ _ENV_UPDATE = {  # only at steps with an env update
   "env/update_kl": "env/update_kl",
   "env/cap_scale": "env/kl_cap_scale",
 }
-_POOL_STATS = ("size", "frac_seed", "frac_evaluated", "mean_staleness", "mean_times_sampled", "mean_p_hat")
-_POOL_DIFFICULTY = "mean_difficulty"
+_POOL_STATS = (
+  "size",
+  "frac_seed",
+  "frac_evaluated",
+  "mean_staleness",
+  "mean_times_sampled",
+  "mean_p_hat",
+  "mean_difficulty",
+)
 _COUNTERS = {"counters/skipped_agent": "agent/skipped_updates", "counters/skipped_env": "env/skipped_updates"}
 
 # the curriculum chart with the band drawn beside p̂ (TensorBoard's custom-scalars dashboard)
@@ -110,7 +117,7 @@ def step_scalars(metrics: Mapping[str, Any], settings: StepSettings) -> dict[str
   pools = ("train", "env") if settings.num_fresh else ("train",)
   for pool in pools:
     evaluated = float(metrics.get(f"pool/{pool}_frac_evaluated", 0.0)) > 0
-    for stat in (*_POOL_STATS, _POOL_DIFFICULTY):
+    for stat in _POOL_STATS:
       name = f"pool/{pool}_{stat}"
       if name in metrics and (evaluated or stat != "mean_p_hat"):  # a mean p̂ needs an evaluated task
         out[name] = float(metrics[name])
@@ -228,8 +235,10 @@ def log_eval(writer: Any, step: int, result: Mapping[str, Any]) -> None:
   n = int(result["n"])
   acc = float(result["accuracy"])
   scalars = {"eval/accuracy": acc, "eval/accuracy_se": math.sqrt(acc * (1 - acc) / max(n, 1))}
-  rows = [["difficulty", "items", "accuracy", "standard error"], ["all", str(n), f"{acc:.3f}", ""]]
-  rows[1][3] = f"{scalars['eval/accuracy_se']:.3f}"
+  rows = [
+    ["difficulty", "items", "accuracy", "standard error"],
+    ["all", str(n), f"{acc:.3f}", f"{scalars['eval/accuracy_se']:.3f}"],
+  ]
   counts = result.get("n_by_difficulty", {})
   for d, a in result["by_difficulty"].items():
     scalars[f"eval/accuracy_difficulty_{d}"] = a

@@ -3,6 +3,7 @@
 Variants (`--config=configs/default.py:VARIANT`, composable left to right with '+', e.g. `smoke+random`):
   (none)    the demo (also named `coevolve`): warm start, then co-evolution, about 10 minutes on a 2-core CPU.
   smoke     the same run shrunk to about a minute (CI and scripts use it).
+  tiny      both models at one 32-wide layer (`shrink_models`): tests and scripts that check plumbing, not learning.
   random    GenEnv-Random: the env samples tasks but is never trained (env.train=False).
   static    static augmentation: the env generates once after warm start, then only replay.
   grpo      plain GRPO on the seed tasks, no env.
@@ -54,6 +55,25 @@ def model_config(hidden: int = 64, layers: int = 2, heads: int = 4, kv_heads: in
       remat="none",  # models.config.REMAT_POLICIES: none, full, save_dots, save_all_dots
     )
   )
+
+
+def shrink_models(
+  c: ml_collections.ConfigDict, hidden: int = 32, mlp: int = 64, layers: int = 1, heads: int = 2, kv_heads: int = 1
+) -> ml_collections.ConfigDict:
+  """Both models of any config (this file's, configs/tools.py's, configs/qwen2_5_7b.py's) at a small random shape,
+  in place, other fields kept: the one way tests, benchmarks and CPU configs shrink a config's models. Returns `c`."""
+  for model in (c.agent.model, c.env.model):
+    model.update(
+      dict(
+        hidden_size=hidden,
+        intermediate_size=mlp,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=hidden // heads,
+      )
+    )
+  return c
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
@@ -154,7 +174,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   return c
 
 
-VARIANTS = ("coevolve", "smoke", "random", "static", "grpo", "pg")
+VARIANTS = ("coevolve", "smoke", "tiny", "random", "static", "grpo", "pg")
 
 
 def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
@@ -173,6 +193,8 @@ def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
     c.warm_start.env_steps = 100
     c.env.num_seeds = 8
     c.pools.num_replay = 8
+  elif variant == "tiny":
+    shrink_models(c)
   elif variant == "random":
     c.env.train = False
   elif variant == "static":

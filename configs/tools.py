@@ -14,6 +14,7 @@ CPU"). For real training start from configs/qwen2_5_7b.py and set `domain` as he
 import ml_collections
 
 from configs.default import get_config as default_config
+from configs.default import shrink_models
 
 # name -> (agent_prompt_len, agent_answer_len, env_prompt_len, env_output_len, spec_len, success_threshold);
 # env_prompt_len = the env instruction's tokens (about 200-300 here) + env_output_len, rounded up
@@ -52,9 +53,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     )
   )
   positions = max(prompt + answer, env_prompt + env_output)
+  shrink_models(c, hidden=64, mlp=128, layers=2, heads=4, kv_heads=2)
   for model in (c.agent.model, c.env.model):
-    model.hidden_size, model.intermediate_size, model.num_layers = 64, 128, 2
-    model.num_heads, model.num_kv_heads, model.head_dim = 4, 2, 16
     model.max_position_embeddings = positions
   c.total_steps = 3
   c.checkpoint_every = 3

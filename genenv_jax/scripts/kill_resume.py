@@ -23,13 +23,7 @@ import time
 from typing import Sequence
 
 SMOKE = [
-  "--config=configs/default.py:smoke",
-  "--config.agent.model.hidden_size=32",
-  "--config.agent.model.head_dim=16",
-  "--config.agent.model.num_layers=1",
-  "--config.env.model.hidden_size=32",
-  "--config.env.model.head_dim=16",
-  "--config.env.model.num_layers=1",
+  "--config=configs/default.py:smoke+tiny",
   "--config.warm_start.agent_steps=20",
   "--config.warm_start.env_steps=20",
   "--config.agent.grpo.group_size=4",

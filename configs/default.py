@@ -4,7 +4,11 @@ Variants (`--config=configs/default.py:VARIANT`, composable left to right with '
   (none)    the demo (also named `coevolve`): warm start, then co-evolution, about 10 minutes on a 2-core CPU.
   smoke     the same run shrunk to about a minute (CI and scripts use it).
   tiny      both models at one 32-wide layer (`shrink_models`): tests and scripts that check plumbing, not learning.
-  random    GenEnv-Random: the env samples tasks but is never trained (env.train=False).
+  random    GenEnv-Random: the env samples tasks but is never trained (env.train=False), and it writes from the seed
+            tasks only (pools.env_seed_mix = (1, 0, 0)): no α signal reaches it.
+  random_pooled  the env never trained, but its seeds drawn as GenEnv's are, from D_env, which holds the tasks that
+            passed the α band: the α signal reaches this env through its seeds (the `random` of sessions before
+            2026-12-04; README, "GenEnv against its ablations").
   static    static augmentation: the env generates once after warm start, then only replay.
   grpo      plain GRPO on the seed tasks, no env.
   pg        the env trained with GRPO on R_env (K samples per seed) instead of RWR.
@@ -174,7 +178,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   return c
 
 
-VARIANTS = ("coevolve", "smoke", "tiny", "random", "static", "grpo", "pg")
+VARIANTS = ("coevolve", "smoke", "tiny", "random", "random_pooled", "static", "grpo", "pg")
 
 
 def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
@@ -196,6 +200,9 @@ def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
   elif variant == "tiny":
     shrink_models(c)
   elif variant == "random":
+    c.env.train = False
+    c.pools.env_seed_mix = (1.0, 0.0, 0.0)  # D_env's band-filtered tasks are the α signal: an untrained env gets none
+  elif variant == "random_pooled":
     c.env.train = False
   elif variant == "static":
     c.mode = "static"

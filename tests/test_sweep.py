@@ -42,6 +42,11 @@ def test_variants_compose():
   assert c.total_steps == get_config("smoke").total_steps and not c.env.train
   assert get_config("coevolve").to_dict() == get_config("").to_dict()
   assert get_config("smoke+static").mode == "static"
+  # GenEnv-Random: no α signal reaches the env, neither through its weights nor through its seeds (base seeds only);
+  # random_pooled keeps GenEnv's band-filtered seed pool
+  assert tuple(get_config("random").pools.env_seed_mix) == (1.0, 0.0, 0.0)
+  pooled = get_config("random_pooled")
+  assert not pooled.env.train and tuple(pooled.pools.env_seed_mix) == tuple(get_config("").pools.env_seed_mix)
   with pytest.raises(ValueError, match="unknown variant 'bogus'.*smoke\\+random"):
     get_config("smoke+bogus")
 

@@ -61,8 +61,7 @@ QUICK = dict(configs=("tiny",), batch_sizes=(2,), new_tokens=4, prompt_len=8, re
 
 
 def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-  """Defines the command-line flags on `flag_values`: absl's global FLAGS when this module runs as a program, a fresh
-  FlagValues in cli.call; never at import, so that commands with flags of the same name never collide."""
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
   global _FLAGS
   fv = flag_values
   _FLAGS = (

@@ -1,4 +1,10 @@
-"""What the absl commands (main, plan, sweep, compare) share: a user error is one `error:` line and exit status 2.
+"""What the commands share: absl flags, and a user error as one `error:` line with exit status 2.
+
+Each command (main, plan, sweep, compare, evaluate, export and the bench.* benchmarks) defines its flags in a
+`_define_flags` function called only when it runs as a program, then runs through `run(main, prog)`. Those whose
+`_define_flags` takes a `flag_values` argument also run in this process through `call(module, argv)`, which defines
+their flags on a fresh `FlagValues` instead of absl's global one: commands with flags of the same name (`--workdir`)
+then run one after another in one process (tests, notebooks) without a DuplicateFlagError.
 
 A user error is a bad flag or override (unknown flag, unknown `--config.key`, a value of the wrong type, a config file
 that does not load) or a bad input the command reports as ValueError / FileNotFoundError (missing data, an invalid
@@ -10,7 +16,8 @@ to do. `--verbosity=1` (absl's own flag) asks for the traceback instead.
 from __future__ import annotations
 
 import sys
-from typing import Callable, Sequence
+import types
+from typing import Callable, Iterable, Sequence
 
 from absl import app, flags
 
@@ -55,26 +62,27 @@ def _fail(prog: str, error: BaseException | str, hint: str = "", status: int = 2
   sys.exit(status)
 
 
-def run(main: Callable[[list[str]], None], prog: str) -> None:
-  """app.run(main) with user errors reported as `PROG: error: ...` and exit status 2 (see the module docstring)."""
-  verbose = wants_traceback(sys.argv[1:])
+def _parse(flag_values: flags.FlagValues, argv: list[str], prog: str, verbose: bool) -> list[str]:
+  """Parses argv (argv[0] is the program) into flag_values; returns the program and its positional arguments."""
+  try:
+    return flag_values(argv)
+  except flags.Error as e:
+    if verbose:
+      raise
+    _fail(prog, e, "\nPass --help to see the flags.")
+  except (AttributeError, KeyError, TypeError, OSError) as e:  # ml_collections: an unknown key, a file not loading
+    if verbose:
+      raise
+    _fail(prog, f"no config key {message_of(e)!r} (a --config.KEY override names a key the config lacks)")
+  return []
 
-  def parse(argv: list[str]) -> list[str]:
-    try:
-      return flags.FLAGS(argv)
-    except flags.Error as e:
-      if verbose:
-        raise
-      _fail(prog, e, "\nPass --help to see the flags.")
-    except (AttributeError, KeyError, TypeError, OSError) as e:  # ml_collections: an unknown key, a file not loading
-      if verbose:
-        raise
-      _fail(prog, f"no config key {message_of(e)!r} (a --config.KEY override names a key the config lacks)")
-    return []
 
-  def guarded(argv: list[str]) -> None:
+def _guarded(main: Callable[[list[str]], int | None], prog: str, verbose: bool) -> Callable[[list[str]], int | None]:
+  """main, with its user errors reported as one `error:` line and exit status 2 (other OSErrors: status 1)."""
+
+  def guarded(argv: list[str]) -> int | None:
     try:
-      main(argv)
+      return main(argv)
     except app.UsageError:
       raise
     except USER_ERRORS as e:
@@ -86,4 +94,50 @@ def run(main: Callable[[list[str]], None], prog: str) -> None:
         raise
       _fail(prog, e, status=2 if "Failed loading config file" in str(e) else 1)
 
-  app.run(guarded, flags_parser=parse)
+  return guarded
+
+
+def run(main: Callable[[list[str]], int | None], prog: str) -> None:
+  """app.run(main) with user errors reported as `PROG: error: ...` and exit status 2 (see the module docstring)."""
+  verbose = wants_traceback(sys.argv[1:])
+  app.run(_guarded(main, prog, verbose), flags_parser=lambda argv: _parse(flags.FLAGS, argv, prog, verbose))
+
+
+def call(module: types.ModuleType, argv: Sequence[str]) -> int:
+  """Runs the command `module` (e.g. genenv_jax.evaluate) in this process, as `python -m MODULE ARGV...` would, and
+  returns its exit status; the one-line errors go to stderr as they would. Its flags (`module._define_flags`) are
+  defined on a fresh FlagValues, absl's global FLAGS untouched, beside `--verbosity` (a traceback instead of the
+  one-line error: the exception propagates). absl's other own flags (--help, --flagfile) are not there."""
+  argv = [str(a) for a in argv]
+  prog = module.__name__
+  verbose = wants_traceback(argv)
+  flag_values = flags.FlagValues()
+  help_text = "1 or more: a traceback instead of a one-line error"
+  flags.DEFINE_integer("verbosity", 0, help_text, short_name="v", flag_values=flag_values)
+  module._define_flags(flag_values)  # pylint: disable=protected-access
+  try:
+    status = _guarded(module.main, prog, verbose)(_parse(flag_values, [prog, *argv], prog, verbose))
+  except SystemExit as e:
+    status = e.code
+  if isinstance(status, str):  # sys.exit("message"), as Python reports it
+    print(status, file=sys.stderr, flush=True)
+  return status if isinstance(status, int) else int(status is not None)
+
+
+def no_arguments(argv: Sequence[str]) -> None:
+  """A command that takes only flags: a positional argument is a user error (exit status 2) naming it."""
+  if len(argv) > 1:
+    raise ValueError(f"unexpected arguments {list(argv[1:])}: every input is a --flag (see --help)")
+
+
+def namespace(holders: Iterable[flags.FlagHolder]) -> types.SimpleNamespace:
+  """The parsed values of `holders` as one object, a flag's dashes as underscores (--data-dir: .data_dir)."""
+  return types.SimpleNamespace(**{h.name.replace("-", "_"): h.value for h in holders})
+
+
+def integers(name: str, values: Sequence[str]) -> tuple[int, ...]:
+  """A comma-separated list flag's values as integers (empty items dropped); ValueError naming --name otherwise."""
+  try:
+    return tuple(int(v) for v in values if v.strip())
+  except ValueError:
+    raise ValueError(f"--{name} takes integers separated by commas, got {','.join(values)!r}") from None

@@ -28,7 +28,6 @@ valid_unseen; `--limit` = number of games), the paper's success-rate metric; the
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
@@ -37,69 +36,107 @@ import pathlib
 import sys
 import tempfile
 import time
+from types import SimpleNamespace
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
-from genenv_jax import data
+from absl import flags
+
+from genenv_jax import cli, data
 from genenv_jax.benchmarks.registry import benchmark_names, benchmark_note, make_benchmark
 from genenv_jax.tasks.benchmark import EvalItem, ItemResult
 
 COUNT_SUFFIXES = ("/n", "/correct")
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-  head, _, rest = __doc__.partition("\n\n")
-  p = argparse.ArgumentParser(
-    prog="python -m genenv_jax.evaluate",
-    description=head,
-    epilog=rest,
-    formatter_class=argparse.RawDescriptionHelpFormatter,
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  answers = "What answers (exactly one of --model, --workdir, --agent, --predictions): "
+  _FLAGS = (
+    flags.DEFINE_string("benchmark", None, f"The benchmark, one of: {', '.join(benchmark_names())}.", flag_values=fv),
+    flags.DEFINE_string(
+      "split", None, "A split of the benchmark (BFCL: a category such as live_multiple); default all.", flag_values=fv
+    ),
+    flags.DEFINE_integer(
+      "limit", None, "Items per split (api_bank, bfcl) or in all (see the module docstring).", flag_values=fv
+    ),
+    flags.DEFINE_string(
+      "data-dir",
+      None,
+      f"Benchmark data (default: ${data.ENV_VAR}, else {data.default_data_dir()}); "
+      "fill it with: python -m genenv_jax.data fetch NAME",
+      flag_values=fv,
+    ),
+    flags.DEFINE_string("model", None, answers + "an HF model directory (config.json + safetensors).", flag_values=fv),
+    flags.DEFINE_string(
+      "workdir",
+      None,
+      answers + "a training run's workdir (summary.json + checkpoints/); its agent at the latest checkpoint.",
+      flag_values=fv,
+    ),
+    flags.DEFINE_string("agent", None, answers + "a reference agent, oracle or null.", flag_values=fv),
+    flags.DEFINE_string("predictions", None, answers + "JSON lines {id, output} to score.", flag_values=fv),
+    flags.DEFINE_string(
+      "tokenizer", None, "Model agent: tokenizer path (default: the --model directory's own).", flag_values=fv
+    ),
+    flags.DEFINE_string(
+      "dtype", "float32", "Model agent: parameter dtype for --model (float32, bfloat16).", flag_values=fv
+    ),
+    flags.DEFINE_string(
+      "mesh",
+      None,
+      "Model agent: device mesh for --model, e.g. data=1,fsdp=-1,tensor=1 (default: the first device).",
+      flag_values=fv,
+    ),
+    flags.DEFINE_integer(
+      "batch-size", 8, "Prompts generated at a time (ALFWorld --episodes: games played at once).", flag_values=fv
+    ),
+    flags.DEFINE_integer("max-new-tokens", 512, "Model agent: the response budget in tokens.", flag_values=fv),
+    flags.DEFINE_float("temperature", 0.0, "Model agent: sampling temperature; 0 = greedy.", flag_values=fv),
+    flags.DEFINE_integer("top-k", 0, "Model agent: sample among the k likeliest tokens; 0 = all.", flag_values=fv),
+    flags.DEFINE_float("top-p", 1.0, "Model agent: nucleus sampling mass; 1 = all tokens.", flag_values=fv),
+    flags.DEFINE_integer("seed", 0, "Model agent: the sampling seed.", flag_values=fv),
+    flags.DEFINE_integer(
+      "max-prompt-tokens",
+      None,
+      "Model agent: the prompt budget (default: the model's context length - --max-new-tokens).",
+      flag_values=fv,
+    ),
+    flags.DEFINE_enum(
+      "overlong",
+      "truncate",
+      ["truncate", "skip"],
+      "Model agent, a prompt over the budget: keep its last tokens (truncate), or score it as the empty output (skip).",
+      flag_values=fv,
+    ),
+    flags.DEFINE_boolean(
+      "episodes", False, "ALFWorld: play whole games (success rate) instead of steps.", flag_values=fv
+    ),
+    flags.DEFINE_integer("max-steps", 50, "ALFWorld: actions per episode with --episodes.", flag_values=fv),
+    flags.DEFINE_string(
+      "cache-dir",
+      None,
+      "ALFWorld: walkthrough replay cache (default: alfworld_steps.default_cache_dir()).",
+      flag_values=fv,
+    ),
+    flags.DEFINE_enum(
+      "bfcl-mode",
+      None,
+      ["official", "lenient"],
+      "BFCL: official (default): bfcl-eval's verdicts, comparable with the leaderboard; lenient: tolerant decoding "
+      "(think spans, fences, JSON calls), the training reward's.",
+      flag_values=fv,
+    ),
+    flags.DEFINE_string(
+      "output", None, "Per-item results, JSON lines (itself a valid --predictions file).", flag_values=fv
+    ),
+    flags.DEFINE_string(
+      "metrics-output", None, "The metrics JSON (default: <--output without suffix>.metrics.json).", flag_values=fv
+    ),
+    flags.DEFINE_boolean("quiet", False, "No progress lines on stderr.", flag_values=fv),
   )
-  p.add_argument("--benchmark", required=True, help=f"one of: {', '.join(benchmark_names())}")
-  p.add_argument("--split", help="a split of the benchmark (BFCL: a category such as live_multiple); default all")
-  p.add_argument("--limit", type=int, help="items per split (api_bank, bfcl) or in all (see the module docstring)")
-  p.add_argument(
-    "--data-dir",
-    help=f"benchmark data (default: ${data.ENV_VAR}, else {data.default_data_dir()}); "
-    "fill it with: python -m genenv_jax.data fetch NAME",
-  )
-  source = p.add_argument_group("what answers (exactly one)")
-  source.add_argument("--model", help="an HF model directory (config.json + safetensors)")
-  source.add_argument("--workdir", help="a training run's workdir (summary.json + checkpoints/)")
-  source.add_argument("--agent", help="a reference agent: oracle | null")
-  source.add_argument("--predictions", help="JSON lines {id, output} to score")
-  m = p.add_argument_group("model agent")
-  m.add_argument("--tokenizer", help="tokenizer path (default: the --model directory's own)")
-  m.add_argument("--dtype", default="float32", help="parameter dtype for --model (float32, bfloat16)")
-  m.add_argument("--mesh", help="device mesh for --model, e.g. data=1,fsdp=-1,tensor=1 (default: first device)")
-  m.add_argument("--batch-size", type=int, default=8)
-  m.add_argument("--max-new-tokens", type=int, default=512)
-  m.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-  m.add_argument("--top-k", type=int, default=0)
-  m.add_argument("--top-p", type=float, default=1.0)
-  m.add_argument("--seed", type=int, default=0)
-  m.add_argument("--max-prompt-tokens", type=int, help="default: the model's context length - max new tokens")
-  m.add_argument(
-    "--overlong",
-    default="truncate",
-    choices=("truncate", "skip"),
-    help="a longer prompt: keep its last tokens (truncate), or score it as the empty output (skip)",
-  )
-  a = p.add_argument_group("ALFWorld")
-  a.add_argument("--episodes", action="store_true", help="play whole games (success rate) instead of steps")
-  a.add_argument("--max-steps", type=int, default=50, help="actions per episode with --episodes")
-  a.add_argument("--cache-dir", help="walkthrough replay cache (default: alfworld_steps.default_cache_dir())")
-  p.add_argument_group("BFCL").add_argument(
-    "--bfcl-mode",
-    choices=("official", "lenient"),
-    help="official (default): bfcl-eval's verdicts, comparable with the leaderboard; lenient: tolerant decoding "
-    "(think spans, fences, JSON calls), the training reward's",
-  )
-  o = p.add_argument_group("output")
-  o.add_argument("--output", help="per-item results, JSON lines")
-  o.add_argument("--metrics-output", help="metrics JSON (default: next to --output)")
-  o.add_argument("--quiet", action="store_true", help="no progress lines")
-  o.add_argument("--verbosity", type=int, default=0, help="1 or more: a traceback instead of a one-line error")
-  return p.parse_args(argv)
+  flags.mark_flag_as_required("benchmark", flag_values=fv)
 
 
 # ---- inputs ----------------------------------------------------------------------------------------------------------
@@ -157,7 +194,7 @@ def parse_mesh(text: str) -> dict[str, int]:
     raise ValueError(f"--mesh {text!r} must look like data=1,fsdp=-1,tensor=1") from None
 
 
-def make_agent(args: argparse.Namespace, benchmark: Any) -> tuple[Any, dict[str, Any]]:
+def make_agent(args: SimpleNamespace, benchmark: Any) -> tuple[Any, dict[str, Any]]:
   """The agent the flags ask for, and what to record about it in the metrics file."""
   from genenv_jax.evaluation import agents  # pylint: disable=import-outside-toplevel (JAX starts only when needed)
 
@@ -242,7 +279,7 @@ def run_items(
 
 
 def run_episodes_mode(
-  args: argparse.Namespace, data_dir: pathlib.Path, stream: TextIO | None
+  args: SimpleNamespace, data_dir: pathlib.Path, stream: TextIO | None
 ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
   """ALFWorld whole games: rows (id, split, correct = won, score, detail), the report summary, agent info."""
   from genenv_jax.benchmarks.alfworld import evaluator as alfworld  # pylint: disable=import-outside-toplevel
@@ -337,7 +374,7 @@ def write_jsonl(path: pathlib.Path, rows: Sequence[Mapping[str, Any]]) -> None:
   write_atomically(path, (json_line(row) for row in rows))
 
 
-def check_args(args: argparse.Namespace) -> None:
+def check_args(args: SimpleNamespace) -> None:
   """Flag combinations that are wrong before anything is loaded; ValueError naming the flag."""
   sources = [f for f in ("model", "workdir", "agent", "predictions") if getattr(args, f)]
   if len(sources) != 1:
@@ -359,7 +396,7 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def run_items_mode(
-  args: argparse.Namespace, benchmark: Any, data_dir: pathlib.Path, stream: TextIO | None
+  args: SimpleNamespace, benchmark: Any, data_dir: pathlib.Path, stream: TextIO | None
 ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
   """Items of the benchmark answered by the agent (or read from --predictions) and scored: rows, metrics, info."""
   items = benchmark.load_items(str(data_dir), args.split, args.limit)
@@ -386,9 +423,7 @@ def run_items_mode(
   return rows, benchmark.aggregate(results), about
 
 
-def report(
-  args: argparse.Namespace, record: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], stdout: TextIO
-) -> None:
+def report(args: SimpleNamespace, record: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], stdout: TextIO) -> None:
   """Prints the metrics table, the counts and the note; writes --output and the metrics JSON."""
   print(
     f"{args.benchmark}{' (episodes)' if args.episodes else ''}: {len(rows)} items, agent {record['agent']}", file=stdout
@@ -423,7 +458,7 @@ def report(
     raise OutputError("; ".join(failed) + " (the metrics above are complete; any previous file is unchanged)")
 
 
-def run_evaluation(args: argparse.Namespace, stdout: TextIO, stderr: TextIO | None) -> dict[str, Any]:
+def run_evaluation(args: SimpleNamespace, stdout: TextIO, stderr: TextIO | None) -> dict[str, Any]:
   """Runs the evaluation the flags describe; returns the metrics record (also written to the metrics file)."""
   check_args(args)
   options = {k: v for k, v in (("cache_dir", args.cache_dir), ("mode", args.bfcl_mode)) if v}
@@ -458,24 +493,16 @@ class OutputError(OSError):
   """--output or --metrics-output could not be written (after the metrics were printed)."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  """The CLI entry point; returns the exit status: 2 with an `error:` line on stderr for bad inputs, 1 when the
-  results were computed and printed but a file could not be written."""
-  args = parse_args(argv)
+def main(argv: Sequence[str]) -> None:
+  """Runs the evaluation the flags ask for. Through cli.run (or cli.call): exit status 2 with one `error:` line for a
+  bad input, 1 when the results were computed and printed but a file could not be written (OutputError)."""
+  cli.no_arguments(argv)
   try:
-    run_evaluation(args, sys.stdout, sys.stderr)
-  except OutputError as e:
-    if args.verbosity > 0:
-      raise
-    print(f"error: {e}", file=sys.stderr)
-    return 1
-  except (ValueError, FileNotFoundError, ImportError) as e:
-    if args.verbosity > 0:
-      raise
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  return 0
+    run_evaluation(cli.namespace(_FLAGS), sys.stdout, sys.stderr)
+  except ImportError as e:  # an optional dependency (the ALFWorld engine): its message says what to install
+    raise ValueError(str(e)) from e
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  _define_flags()
+  cli.run(main, "genenv_jax.evaluate")

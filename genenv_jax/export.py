@@ -1,4 +1,4 @@
-"""CLI: python -m genenv_jax.export --workdir RUN --out DIR [--model agent|env] [--overwrite]
+"""CLI: python -m genenv_jax.export --workdir=RUN --out=DIR [--model=agent|env] [--overwrite]
 
 Writes the trained agent (or env) of a run's latest checkpoint as an HF checkpoint directory (config.json +
 safetensors) that transformers' `from_pretrained`, and so any HF-compatible server, loads. When the run used an HF
@@ -11,13 +11,15 @@ files.
 
 from __future__ import annotations
 
-import argparse
 import os
 import pathlib
 import shutil
-import sys
 import tempfile
 from typing import Sequence
+
+from absl import flags
+
+from genenv_jax import cli
 
 TOKENIZER_FILES = (
   "tokenizer.json",
@@ -42,30 +44,33 @@ def copy_tokenizer(source: pathlib.Path, out: pathlib.Path) -> list[str]:
   return copied
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--workdir", required=True, help="a training run's workdir (summary.json + checkpoints/)")
-  parser.add_argument("--out", required=True, help="the HF checkpoint directory to write")
-  parser.add_argument("--model", choices=("agent", "env"), default="agent")
-  parser.add_argument("--overwrite", action="store_true", help="replace --out when it exists and is not empty")
-  args = parser.parse_args(argv)
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  _FLAGS = (
+    flags.DEFINE_string(
+      "workdir", None, "A training run's workdir (summary.json + checkpoints/).", flag_values=flag_values
+    ),
+    flags.DEFINE_string("out", None, "The HF checkpoint directory to write.", flag_values=flag_values),
+    flags.DEFINE_enum("model", "agent", ["agent", "env"], "Which model of the run to export.", flag_values=flag_values),
+    flags.DEFINE_boolean("overwrite", False, "Replace --out when it exists and is not empty.", flag_values=flag_values),
+  )
+  flags.mark_flags_as_required(["workdir", "out"], flag_values=flag_values)
+
+
+def main(argv: Sequence[str]) -> None:
+  """Exports the model; a bad --workdir or --out is a user error (cli: one `error:` line, exit status 2)."""
+  cli.no_arguments(argv)
+  args = cli.namespace(_FLAGS)
   from genenv_jax.evaluation.agents import load_workdir  # pylint: disable=import-outside-toplevel
   from genenv_jax.models.hf import save_hf  # pylint: disable=import-outside-toplevel
 
   out = pathlib.Path(args.out).expanduser()
   if out.exists() and not out.is_dir():
-    print(f"error: --out {out} is a file; give a directory", file=sys.stderr)
-    return 2
+    raise ValueError(f"--out {out} is a file; give a directory")
   if out.is_dir() and any(out.iterdir()) and not args.overwrite:
-    print(
-      f"error: --out {out} is not empty; pass --overwrite to replace it, or choose a new directory", file=sys.stderr
-    )
-    return 2
-  try:
-    model, tokenizer, step = load_workdir(args.workdir, which=args.model)
-  except (FileNotFoundError, ValueError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+    raise ValueError(f"--out {out} is not empty; pass --overwrite to replace it, or choose a new directory")
+  model, tokenizer, step = load_workdir(args.workdir, which=args.model)
   out.parent.mkdir(parents=True, exist_ok=True)
   staging = pathlib.Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.export-"))
   try:
@@ -76,7 +81,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     shutil.rmtree(staging, ignore_errors=True)
     raise
   print(f"wrote the {args.model} at step {step} to {out} (tokenizer files: {', '.join(copied) or 'none'})")
-  return 0
 
 
 def replace_directory(new: pathlib.Path, target: pathlib.Path) -> None:
@@ -92,4 +96,5 @@ def replace_directory(new: pathlib.Path, target: pathlib.Path) -> None:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  _define_flags()
+  cli.run(main, "genenv_jax.export")

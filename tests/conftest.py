@@ -15,6 +15,7 @@ os.environ.setdefault(
 )
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
+import json  # noqa: E402
 import pathlib  # noqa: E402
 
 import pytest  # noqa: E402
@@ -24,6 +25,12 @@ PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # product resolves its data directory through GENENV_DATA too (genenv_jax.data.location), so both see the same copy.
 SHARED_DATA = pathlib.Path(os.environ.get("GENENV_DATA") or PROJECT_ROOT.parent / "shared" / "data")
 os.environ["GENENV_DATA"] = str(SHARED_DATA)
+
+
+def json_result(printed: str) -> dict:
+  """A benchmark's figures: the one `JSON: {...}` line of its output (genenv_jax.bench.*), read back."""
+  [line] = [x for x in printed.splitlines() if x.startswith("JSON: ")]
+  return json.loads(line[len("JSON: ") :])
 
 
 @pytest.fixture(scope="session")

@@ -3,11 +3,11 @@
 Not a timing assertion: only the compiled memory (deterministic for a shape) is compared.
 """
 
-import json
 import math
 
-import pytest
+from conftest import json_result
 
+from genenv_jax import cli
 from genenv_jax.bench import attention as bench
 
 ARGS = [
@@ -24,10 +24,8 @@ ARGS = [
 
 
 def test_tiny_benchmark_reports_figures_and_linear_blockwise_memory(capsys):
-  result = bench.main(ARGS)
-  printed = capsys.readouterr().out
-  json_lines = [line for line in printed.splitlines() if line.startswith("JSON: ")]
-  assert len(json_lines) == 1 and json.loads(json_lines[0][len("JSON: ") :]) == json.loads(json.dumps(result))
+  assert cli.call(bench, ARGS) == 0
+  result = json_result(capsys.readouterr().out)  # its one JSON line
   assert set(result["training"]) == {"64", "256"}
   for row in result["training"].values():
     for figures in row.values():
@@ -39,6 +37,8 @@ def test_tiny_benchmark_reports_figures_and_linear_blockwise_memory(capsys):
   assert result["temp_growth"]["blockwise"] <= 4.0
 
 
-def test_bad_arguments_are_named():
-  with pytest.raises(SystemExit):
-    bench.parse_args(["--heads=3", "--kv-heads=2"])
+def test_bad_arguments_are_named(capsys):
+  assert cli.call(bench, ["--heads=3", "--kv-heads=2"]) == 2
+  assert "--heads a multiple of --kv-heads" in capsys.readouterr().err
+  assert cli.call(bench, ["--lengths=64,x"]) == 2
+  assert "--lengths takes integers" in capsys.readouterr().err

@@ -1,14 +1,17 @@
 """The device check's CPU self-test: --tiny runs every phase and prints the figures and verdicts."""
 
-import json
 import math
 
+from conftest import json_result
+
+from genenv_jax import cli
 from genenv_jax.bench import device
 
 
 def test_tiny_device_check_prints_phases_utilisation_and_verdicts(capsys):
-  result = device.main(["--tiny", "--plan", "analytic", "--repeats", "1"])
+  assert cli.call(device, ["--tiny", "--plan", "analytic", "--repeats", "1"]) == 0
   printed = capsys.readouterr().out
+  result = json_result(printed)  # its one JSON line
   assert "peak device memory: measured n/a on this backend; plan (analytic) predicts" in printed
   for phase in ("env_sampling", "agent_sampling", "verification", "agent_update", "env_update"):
     assert phase in result["phases"] and result["phases"][phase]["seconds"] > 0
@@ -18,8 +21,7 @@ def test_tiny_device_check_prints_phases_utilisation_and_verdicts(capsys):
   assert "agent_update MFU" in printed and "(target >= 35%)" in printed
   assert "agent decode HBM utilisation" in printed and "(target >= 60%)" in printed
   assert result["predicted_peak_bytes"] > 0 and result["measured_peak_bytes"] is None
-  [line] = [x for x in printed.splitlines() if x.startswith("JSON: ")]
-  assert json.loads(line[len("JSON: ") :])["chip"] == "h200"
+  assert result["chip"] == "h200"
   assert all(math.isfinite(v) for v in result["stage_s"].values())
 
 

@@ -1,22 +1,22 @@
 """Smoke test of the sampler benchmark: --quick mode runs both frameworks and reports finite positive figures."""
 
-import json
 import math
 
 import pytest
+from conftest import json_result
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from genenv_jax import cli  # noqa: E402
 from genenv_jax.bench import sampler  # noqa: E402
 
 
 def test_quick_benchmark_reports_finite_positive_figures(capsys):
-  result = sampler.main(["--quick"])
+  assert cli.call(sampler, ["--quick"]) == 0
   printed = capsys.readouterr().out
   assert "tokens agree" in printed and "ratio" in printed
-  json_lines = [line for line in printed.splitlines() if line.startswith("JSON: ")]
-  assert len(json_lines) == 1 and json.loads(json_lines[0][len("JSON: ") :]) == json.loads(json.dumps(result))
+  result = json_result(printed)  # its one JSON line
   rows = result["rows"]
   assert [(r["config"], r["batch"]) for r in rows] == [("tiny", b) for b in sampler.QUICK["batch_sizes"]]
   for r in rows:
@@ -29,13 +29,14 @@ def test_quick_benchmark_reports_finite_positive_figures(capsys):
 
 
 def test_long_budget_mode_reports_rates_and_per_step_times_per_cache_kind(capsys):
-  result = sampler.main(["--long", "--quick"])
+  assert cli.call(sampler, ["--long", "--quick"]) == 0
   printed = capsys.readouterr().out
+  result = json_result(printed)
   assert "step ms" in printed and result["mode"] == "long"
   rows = result["rows"]
   assert [r["kv_cache"] for r in rows] == ["auto", "int8"]
   for r in rows:
-    assert list(r["seconds"]) == [8, 16] and list(r["step_ms"]) == ["0-8", "8-16"]
+    assert list(r["seconds"]) == ["8", "16"] and list(r["step_ms"]) == ["0-8", "8-16"]
     assert all(math.isfinite(v) and v > 0 for v in r["tok_s"].values())
     assert all(math.isfinite(v) for v in r["step_ms"].values())
     assert 0.0 <= r["agreement_with_auto"]["token_fraction"] <= 1.0

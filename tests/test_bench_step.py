@@ -3,14 +3,15 @@
 Not a timing assertion. --fast-compile (XLA's cheap CPU pipeline) keeps the compiles, most of the run, short.
 """
 
-import json
 import math
 
 import pytest
+from conftest import json_result
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from genenv_jax import cli  # noqa: E402
 from genenv_jax.bench import step  # noqa: E402
 
 ARGS = [
@@ -37,11 +38,10 @@ def _numbers(tree, path=""):
 
 
 def test_smoke_benchmark_reports_finite_positive_figures(capsys):
-  result = step.main(ARGS)
+  assert cli.call(step, ARGS) == 0
   printed = capsys.readouterr().out
   assert "whole jitted step" in printed and "ours/torch" in printed
-  json_lines = [line for line in printed.splitlines() if line.startswith("JSON: ")]
-  assert len(json_lines) == 1 and json.loads(json_lines[0][len("JSON: ") :]) == json.loads(json.dumps(result))
+  result = json_result(printed)  # its one JSON line
 
   assert set(result["phases"]) == set(step.PHASES) | {"rollouts"}
   for name, f in result["phases"].items():

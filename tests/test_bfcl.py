@@ -715,7 +715,7 @@ def _write_predictions(path, items, output):
 
 def test_evaluate_bfcl_mode_flag(items, shared_data, tmp_path, capsys):
   """`evaluate --bfcl-mode`: fenced oracle answers fail officially and pass leniently; the mode is in the record."""
-  from genenv_jax import evaluate  # pylint: disable=import-outside-toplevel
+  from genenv_jax import cli, evaluate  # pylint: disable=import-outside-toplevel
 
   chosen = [i for i in items if i.split == "simple_python"][:3]
   predictions = tmp_path / "fenced.jsonl"
@@ -738,13 +738,14 @@ def test_evaluate_bfcl_mode_flag(items, shared_data, tmp_path, capsys):
       str(out),
       "--quiet",
     ] + (["--bfcl-mode", mode] if mode else [])
-    assert evaluate.main(argv) == 0, capsys.readouterr().err
+    assert cli.call(evaluate, argv) == 0, capsys.readouterr().err
     record = json.loads(out.with_suffix(".metrics.json").read_text())
     assert record["bfcl_mode"] == (mode or "official")
     accuracy[mode] = record["metrics"]["simple_python/accuracy"]
   assert accuracy == {None: 0.0, "official": 0.0, "lenient": 1.0}
-  rc = evaluate.main(
-    ["--benchmark", "bamboogle", "--agent", "oracle", "--bfcl-mode", "lenient", "--data-dir", str(shared_data)]
+  rc = cli.call(
+    evaluate,
+    ["--benchmark", "bamboogle", "--agent", "oracle", "--bfcl-mode", "lenient", "--data-dir", str(shared_data)],
   )
   assert rc == 2 and "--bfcl-mode is for --benchmark bfcl only" in capsys.readouterr().err
 

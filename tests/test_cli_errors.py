@@ -5,9 +5,11 @@ import subprocess
 import sys
 
 import pytest
+from absl import flags
 from conftest import PROJECT_ROOT
 
-from genenv_jax import cli
+from genenv_jax import cli, evaluate, export
+from genenv_jax.bench import attention, compile_depth, device, sampler, step
 
 
 def run(*argv, timeout=120):
@@ -33,6 +35,28 @@ SMOKE = ["--config=configs/default.py:smoke", "--workdir=/nonexistent/never-crea
     (["genenv_jax.main", "--config=configs/nothere.py", "--workdir=/tmp/x"], "the --config file did not load"),
     (["genenv_jax.plan", "--config=configs/default.py:nosuch"], "unknown variant 'nosuch' of configs/default.py"),
     (["genenv_jax.main", *SMOKE, "--config.total_steps=0"], "total_steps = 0: must be an integer >= 1"),
+    (["genenv_jax.evaluate", "--benchmark=bamboogle", "--bogus"], "Unknown command line flag 'bogus'"),
+    (["genenv_jax.evaluate", "--benchmark=nope", "--agent=oracle"], "unknown benchmark 'nope'"),
+    (["genenv_jax.evaluate", "--agent=oracle"], "Flag --benchmark must have a value"),
+    (
+      ["genenv_jax.evaluate", "--benchmark=bamboogle", "--agent=oracle", "--data-dir=/nonexistent/data"],
+      "Bamboogle data (bamboogle) is missing",
+    ),
+    (["genenv_jax.evaluate", "--benchmark=bamboogle", "--agent=oracle", "stray"], "unexpected arguments ['stray']"),
+    (
+      ["genenv_jax.export", "--workdir=/nonexistent/run", "--out=/nonexistent/hf", "--bogus"],
+      "Unknown command line flag 'bogus'",
+    ),
+    (
+      ["genenv_jax.export", "--workdir=/nonexistent/run", "--out=/nonexistent/hf"],
+      "--workdir /nonexistent/run is not a training run",
+    ),
+    (
+      ["genenv_jax.export", "--workdir=/nonexistent/run", "--out=/nonexistent/hf", "--model=critic"],
+      "flag --model=critic: value should be one of <agent|env>",
+    ),
+    (["genenv_jax.bench.device", "--bogus"], "Unknown command line flag 'bogus'"),
+    (["genenv_jax.bench.device", "--chip=nosuch"], "unknown chip 'nosuch'"),
   ],
 )
 def test_a_user_error_is_one_line_and_exit_2(argv, message):
@@ -42,9 +66,59 @@ def test_a_user_error_is_one_line_and_exit_2(argv, message):
   assert proc.stderr.startswith(f"{argv[0]}: error: ")
 
 
-def test_verbosity_asks_for_the_traceback():
-  proc = run("genenv_jax.main", *SMOKE, "--config.nonexistent=1", "--verbosity=1")
+@pytest.mark.parametrize(
+  "argv",
+  [
+    ["genenv_jax.main", *SMOKE, "--config.nonexistent=1"],
+    ["genenv_jax.evaluate", "--benchmark=nope", "--agent=oracle"],
+    ["genenv_jax.export", "--workdir=/nonexistent/run", "--out=/nonexistent/hf"],
+  ],
+)
+def test_verbosity_asks_for_the_traceback(argv):
+  proc = run(*argv, "--verbosity=1")
   assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+@pytest.mark.parametrize("module", [evaluate, export, device])
+def test_help_describes_every_flag(module):
+  """`--help` lists each of the command's flags with its help text (absl wraps the text; whitespace is ignored)."""
+  defined = flags.FlagValues()
+  module._define_flags(defined)
+  proc = run(module.__name__, "--help")
+  listed = "".join(proc.stdout.split())
+  for name in defined:
+    flag = defined[name]
+    assert flag.help and len(flag.help) > 10, name
+    assert f"--{name}:" in proc.stdout or f"--[no]{name}:" in proc.stdout, (name, proc.stdout)
+    assert "".join(flag.help.split()) in listed, (name, flag.help)
+
+
+COMMANDS = [evaluate, export, attention, compile_depth, device, sampler, step]
+
+
+def test_the_commands_flags_stay_out_of_absls_global_registry():
+  """Importing every command (as pytest does) defines none of their flags; cli.call defines them on a fresh
+  FlagValues each time, so commands with flags of the same name (--workdir, --model, --repeats) run one after the
+  other in one process."""
+  assert not {"benchmark", "out", "lengths", "tiny", "configs", "warm-start"} & set(flags.FLAGS)
+  for module in COMMANDS:
+    for _ in range(2):
+      assert cli.call(module, ["--bogus"]) == 2
+  assert not {"benchmark", "out", "lengths", "tiny", "configs", "warm-start"} & set(flags.FLAGS)
+
+
+def test_call_reports_user_errors_in_process(capsys):
+  assert cli.call(evaluate, ["--benchmark=nope", "--agent=oracle"]) == 2
+  assert capsys.readouterr().err == (
+    "genenv_jax.evaluate: error: unknown benchmark 'nope'; choose one of: api_bank, bfcl, bamboogle, travelplanner, "
+    "alfworld\n"
+  )
+  assert cli.call(export, ["--workdir=/nonexistent/run"]) == 2  # --out is required
+  assert capsys.readouterr().err.startswith("genenv_jax.export: error: flag --out=None: ")
+  assert cli.call(device, ["--repeats=0"]) == 2
+  assert capsys.readouterr().err == "genenv_jax.bench.device: error: --repeats must be positive, got 0\n"
+  with pytest.raises(ValueError, match="unknown benchmark 'nope'"):  # --verbosity: the exception itself
+    cli.call(evaluate, ["--benchmark=nope", "--agent=oracle", "--verbosity=1"])
 
 
 def test_wants_traceback_reads_verbosity_before_parsing():

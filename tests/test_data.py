@@ -23,7 +23,7 @@ import zipfile
 import pytest
 from conftest import PROJECT_ROOT
 
-from genenv_jax import data, evaluate
+from genenv_jax import cli, data, evaluate
 from genenv_jax.data import fetch as fetching
 from genenv_jax.data import location
 from genenv_jax.data.__main__ import list_datasets, record_digests
@@ -301,11 +301,12 @@ def test_fresh_clone_fetch_from_copy_then_evaluate_api_bank(shared_data, tmp_pat
   assert re.search(r"bfcl +BFCL v4 +missing +0/40", listing.stdout)
   monkeypatch.setenv("GENENV_DATA", str(dest))  # found through the resolver: no --data-dir
   out = tmp_path / "oracle.jsonl"
-  assert evaluate.main(["--benchmark", "api_bank", "--agent", "oracle", "--output", str(out), "--quiet"]) == 0
+  assert cli.call(evaluate, ["--benchmark", "api_bank", "--agent", "oracle", "--output", str(out), "--quiet"]) == 0
   # the oracle's outputs are the gold calls; scored again as a predictions file they are all correct
   assert (
-    evaluate.main(
-      ["--benchmark", "api_bank", "--predictions", str(out), "--quiet", "--metrics-output", str(tmp_path / "m.json")]
+    cli.call(
+      evaluate,
+      ["--benchmark", "api_bank", "--predictions", str(out), "--quiet", "--metrics-output", str(tmp_path / "m.json")],
     )
     == 0
   )
@@ -314,7 +315,7 @@ def test_fresh_clone_fetch_from_copy_then_evaluate_api_bank(shared_data, tmp_pat
   assert metrics["metrics"]["overall/accuracy"] == 1.0
   capsys.readouterr()
   monkeypatch.setenv("GENENV_DATA", str(tmp_path / "nothing"))
-  assert evaluate.main(["--benchmark", "bamboogle", "--agent", "oracle"]) == 2
+  assert cli.call(evaluate, ["--benchmark", "bamboogle", "--agent", "oracle"]) == 2
   err = capsys.readouterr().err
   assert err.count("\n") == 1 and "Bamboogle data (bamboogle) is missing" in err
   assert f"python -m genenv_jax.data fetch bamboogle --data-dir {tmp_path / 'nothing'}" in err

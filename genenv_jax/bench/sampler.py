@@ -12,8 +12,8 @@ position by position (float differences can make long greedy runs diverge; the f
 On a small shared CPU, torch's intra-op threads can be far slower than one thread when other processes hold cores;
 --torch-threads 1 gives the single-thread baseline.
 
-Usage:  python -m genenv_jax.bench.sampler [--configs 1m,8m] [--batch-sizes 8,64] [--new-tokens 64]
-                                          [--prompt-len 32] [--repeats 3] [--torch-threads N] [--quick]
+Usage:  python -m genenv_jax.bench.sampler [--configs=1m,8m] [--batch-sizes=8,64] [--new-tokens=64]
+                                          [--prompt-len=32] [--repeats=3] [--torch-threads=N] [--quick]
 Prints a table, then one line `JSON: {...}` with every figure.
 
 Long-budget mode (`--long`, ours only, random weights): one greedy `generate` per budget in `--long-budgets`
@@ -25,16 +25,19 @@ length shows as a rising column.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import statistics
 import tempfile
 import time
+from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from absl import flags
+
+from genenv_jax import cli
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,41 +60,52 @@ MODEL_SPECS = {
 QUICK = dict(configs=("tiny",), batch_sizes=(2,), new_tokens=4, prompt_len=8, repeats=1)
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-  """Flags; --quick replaces the sizes with tiny ones (the smoke test's mode)."""
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--configs", default="1m,8m", help=f"comma-separated, from {sorted(MODEL_SPECS)}")
-  p.add_argument("--batch-sizes", default="8,64", help="comma-separated batch sizes")
-  p.add_argument("--new-tokens", type=int, default=64, help="tokens generated per row")
-  p.add_argument("--prompt-len", type=int, default=32, help="prompt tokens per row (no padding)")
-  p.add_argument("--repeats", type=int, default=3, help="timed calls per measurement, after one warm-up")
-  p.add_argument("--seed", type=int, default=0)
-  p.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads (0: the CPU core count)")
-  p.add_argument("--quick", action="store_true", help="tiny model, batch 2, 4 new tokens, 1 repeat (the smoke test)")
-  p.add_argument("--long", action="store_true", help="long-budget decode mode (ours only): see the module docstring")
-  p.add_argument("--long-budgets", default="1024,4096,8192", help="--long: comma-separated new-token budgets")
-  p.add_argument("--kv-caches", default="auto,int8", help="--long: comma-separated KV cache kinds (auto, int8)")
-  args = p.parse_args(argv)
-  args.long_budgets = tuple(sorted(int(n) for n in args.long_budgets.split(",") if n.strip()))
-  args.kv_caches = tuple(k.strip() for k in args.kv_caches.split(",") if k.strip())
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_list("configs", ["1m", "8m"], f"Model configs, from {sorted(MODEL_SPECS)}.", flag_values=fv),
+    flags.DEFINE_list("batch-sizes", ["8", "64"], "Batch sizes.", flag_values=fv),
+    flags.DEFINE_integer("new-tokens", 64, "Tokens generated per row.", flag_values=fv),
+    flags.DEFINE_integer("prompt-len", 32, "Prompt tokens per row (no padding).", flag_values=fv),
+    flags.DEFINE_integer("repeats", 3, "Timed calls per measurement, after one warm-up.", flag_values=fv),
+    flags.DEFINE_integer("seed", 0, "Seed of the random weights and prompts.", flag_values=fv),
+    flags.DEFINE_integer("torch-threads", 0, "torch.set_num_threads (0: the CPU core count).", flag_values=fv),
+    flags.DEFINE_boolean(
+      "quick", False, "Tiny model, batch 2, 4 new tokens, 1 repeat (the smoke test).", flag_values=fv
+    ),
+    flags.DEFINE_boolean(
+      "long", False, "Long-budget decode mode (ours only): see the module docstring.", flag_values=fv
+    ),
+    flags.DEFINE_list("long-budgets", ["1024", "4096", "8192"], "--long: new-token budgets.", flag_values=fv),
+    flags.DEFINE_list("kv-caches", ["auto", "int8"], "--long: KV cache kinds (auto, int8).", flag_values=fv),
+  )
+
+
+def _args() -> SimpleNamespace:
+  """The flags' values, checked (ValueError naming the flag); --quick replaces the sizes with tiny ones."""
+  args = cli.namespace(_FLAGS)
+  args.long_budgets = tuple(sorted(cli.integers("long-budgets", args.long_budgets)))
+  args.kv_caches = tuple(k.strip() for k in args.kv_caches if k.strip())
   if args.long and args.quick:
     args.long_budgets = (8, 16)
-  args.configs = tuple(c.strip() for c in args.configs.split(",") if c.strip())
-  args.batch_sizes = tuple(int(b) for b in args.batch_sizes.split(",") if b.strip())
+  args.configs = tuple(c.strip() for c in args.configs if c.strip())
+  args.batch_sizes = cli.integers("batch-sizes", args.batch_sizes)
   if args.quick:
     for name, value in QUICK.items():
       setattr(args, name, value)
   unknown = [c for c in args.configs if c not in MODEL_SPECS]
   if unknown:
-    p.error(f"unknown configs {unknown}; choose from {sorted(MODEL_SPECS)}")
+    raise ValueError(f"unknown --configs {unknown}; choose from {sorted(MODEL_SPECS)}")
   if args.new_tokens <= 0 or args.prompt_len <= 0 or args.repeats <= 0 or not args.batch_sizes:
-    p.error("--new-tokens, --prompt-len, --repeats and --batch-sizes must be positive")
+    raise ValueError("--new-tokens, --prompt-len, --repeats and --batch-sizes must be positive")
   if not args.long_budgets or min(args.long_budgets) <= 0:
-    p.error("--long-budgets must be positive integers")
+    raise ValueError("--long-budgets must be positive integers")
   from genenv_jax.models.transformer import KV_CACHE_KINDS
 
   if not args.kv_caches or set(args.kv_caches) - set(KV_CACHE_KINDS):
-    p.error(f"--kv-caches must name kinds from {', '.join(KV_CACHE_KINDS)}, got {args.kv_caches}")
+    raise ValueError(f"--kv-caches must name kinds from {', '.join(KV_CACHE_KINDS)}, got {args.kv_caches}")
   return args
 
 
@@ -163,7 +177,7 @@ def agreement(ours: np.ndarray, theirs: np.ndarray) -> dict[str, float]:
   }
 
 
-def bench_one(name: str, spec: ModelSpec, args: argparse.Namespace) -> list[dict[str, Any]]:
+def bench_one(name: str, spec: ModelSpec, args: SimpleNamespace) -> list[dict[str, Any]]:
   """Every batch size for one model config; the checkpoint lives in a temp dir for the duration."""
   import jax
   import torch
@@ -260,7 +274,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
   return "\n".join(lines)
 
 
-def long_budget(name: str, spec: ModelSpec, args: argparse.Namespace) -> list[dict[str, Any]]:
+def long_budget(name: str, spec: ModelSpec, args: SimpleNamespace) -> list[dict[str, Any]]:
   """Decode at each budget of args.long_budgets with each KV cache kind: one row per (batch, kind)."""
   import jax
   from flax import nnx
@@ -326,8 +340,8 @@ def format_long(rows: list[dict[str, Any]]) -> str:
   return "\n".join(lines)
 
 
-def main_long(args: argparse.Namespace) -> dict[str, Any]:
-  """--long: runs `long_budget` for every config, prints its lines and a `JSON: ...` line, returns that dict."""
+def main_long(args: SimpleNamespace) -> None:
+  """--long: runs `long_budget` for every config; prints its lines and a `JSON: ...` line."""
   import jax
 
   rows = [row for name in args.configs for row in long_budget(name, MODEL_SPECS[name], args)]
@@ -340,14 +354,15 @@ def main_long(args: argparse.Namespace) -> dict[str, Any]:
   print(format_long(rows))
   result = {"mode": "long", "prompt_len": args.prompt_len, "repeats": args.repeats, "rows": rows}
   print("JSON: " + json.dumps(result))
-  return result
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-  """Runs the benchmark, prints the table and a final `JSON: ...` line, and returns that JSON's dict."""
-  args = parse_args(argv)
+def main(argv: Sequence[str]) -> None:
+  """Runs the benchmark; prints the table and a final `JSON: ...` line with every figure."""
+  cli.no_arguments(argv)
+  args = _args()
   if args.long:
-    return main_long(args)
+    main_long(args)
+    return
   import jax
   import torch
   import transformers
@@ -382,8 +397,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     "rows": rows,
   }
   print("JSON: " + json.dumps(result))
-  return result
 
 
 if __name__ == "__main__":
-  main()
+  _define_flags()
+  cli.run(main, "genenv_jax.bench.sampler")

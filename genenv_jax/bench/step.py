@@ -23,66 +23,92 @@ global-norm clipping and AdamW. Two comparisons, each ours / torch in tokens/s:
   like-for-like     one jitted fwd+bwd+AdamW of our model (rl.updates.gradient_step) vs one torch step, same loss
   agent update      the full agent_update vs torch doing the same work: a no-grad reference forward + M steps
 
-Usage:  python -m genenv_jax.bench.step [--config=default|smoke|VARIANT] [--repeats N] [--warm-start F] [--tiny]
-                                        [--fast-compile] [--devices N] [--torch-threads N]
+Usage:  python -m genenv_jax.bench.step [--config=default|smoke|VARIANT|FILE.py[:VARIANT]] [--repeats=N]
+                                        [--warm-start=F] [--tiny] [--fast-compile] [--devices=N] [--torch-threads=N]
+--config is a variant of configs/default.py (default: none), or a config file as genenv_jax.main takes it.
 Prints a table, then one line `JSON: {...}` with every figure.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
+import importlib.util
 import json
 import os
 import pathlib
 import statistics
-import sys
 import tempfile
 import time
+from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from absl import flags
+
+from genenv_jax import cli
 
 TINY_MODEL = dict(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
 PHASES = ("env_sampling", "agent_sampling", "verification", "agent_update", "env_update")
+DEFAULT_CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "default.py"
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--config", default="default", help="configs/default.py variant: default (none), smoke, random, ...")
-  p.add_argument("--repeats", type=int, default=10, help="timed calls per figure, after one warm-up call")
-  p.add_argument(
-    "--warm-start",
-    type=float,
-    default=1.0,
-    help="fraction of the config's warm-start steps to run first (0: random models; sampling then runs "
-    "the whole decode budget, since nothing emits EOS)",
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_string(
+      "config",
+      "default",
+      "The config: a variant of configs/default.py (default: none; smoke, random, ...), or a config file as "
+      "genenv_jax.main's --config takes it, e.g. configs/default.py:smoke.",
+      flag_values=fv,
+    ),
+    flags.DEFINE_integer("repeats", 10, "Timed calls per figure, after one warm-up call.", flag_values=fv),
+    flags.DEFINE_float(
+      "warm-start",
+      1.0,
+      "Fraction of the config's warm-start steps to run first (0: random models; sampling then runs the whole "
+      "decode budget, since nothing emits EOS).",
+      flag_values=fv,
+    ),
+    flags.DEFINE_boolean("tiny", False, "Shrink both models to one 32-wide layer (smoke tests).", flag_values=fv),
+    flags.DEFINE_boolean(
+      "fast-compile",
+      False,
+      "Compile with XLA's cheap CPU pipeline (faster compiles, slower code: smoke tests only).",
+      flag_values=fv,
+    ),
+    flags.DEFINE_integer("devices", 0, "Build the mesh on the first N devices (0: all).", flag_values=fv),
+    flags.DEFINE_integer(
+      "torch-threads", 0, "torch.set_num_threads for the PyTorch reference (0: the CPU core count).", flag_values=fv
+    ),
   )
-  p.add_argument("--tiny", action="store_true", help="shrink both models to one 32-wide layer (smoke tests)")
-  p.add_argument(
-    "--fast-compile",
-    action="store_true",
-    help="compile with XLA's cheap CPU pipeline (faster compiles, slower code: smoke tests only)",
-  )
-  p.add_argument("--devices", type=int, default=0, help="build the mesh on the first N devices (0: all)")
-  p.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads (0: the CPU core count)")
-  args = p.parse_args(argv)
+
+
+def _args() -> SimpleNamespace:
+  """The flags' values, checked (ValueError naming the flag)."""
+  args = cli.namespace(_FLAGS)
   if args.repeats <= 0 or args.warm_start < 0:
-    p.error("--repeats must be positive and --warm-start non-negative")
+    raise ValueError(f"--repeats must be positive and --warm-start non-negative, got {args.repeats}, {args.warm_start}")
   return args
 
 
-def load_config(args: argparse.Namespace):
-  """configs/default.py's get_config(variant), read at run time, then the benchmark's own overrides on a copy."""
-  try:
-    from configs.default import get_config
-  except ModuleNotFoundError:  # run from outside the repository: configs/ sits beside the package
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
-    from configs.default import get_config
-  config = copy.deepcopy(get_config("" if args.config == "default" else args.config))
+def load_config(config: str, warm_start: float = 1.0, tiny: bool = False):
+  """The config `config` names (see --config), read at run time, then the benchmark's own overrides on a copy: the
+  warm-start steps scaled by `warm_start`, and with `tiny` both models shrunk to TINY_MODEL."""
+  if ".py" not in config:
+    config = f"{DEFAULT_CONFIG}:{'' if config == 'default' else config}"
+  path, _, variant = config.partition(":")
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"the --config file {path} does not exist")
+  spec = importlib.util.spec_from_file_location("bench_step_config", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = copy.deepcopy(module.get_config(variant))
   w = config.warm_start
-  w.agent_steps, w.env_steps = (int(round(n * args.warm_start)) for n in (w.agent_steps, w.env_steps))
-  if args.tiny:
+  w.agent_steps, w.env_steps = (int(round(n * warm_start)) for n in (w.agent_steps, w.env_steps))
+  if tiny:
     for model in (config.agent.model, config.env.model):
       model.update(TINY_MODEL)
   return config
@@ -450,9 +476,10 @@ def compare(
   return out
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-  """Runs the benchmark, prints the table and a final `JSON: ...` line, and returns that JSON's dict."""
-  args = parse_args(argv)
+def main(argv: Sequence[str]) -> None:
+  """Runs the benchmark; prints the table and a final `JSON: ...` line with every figure."""
+  cli.no_arguments(argv)
+  args = _args()
   import jax
   import transformers
   from flax import nnx
@@ -463,7 +490,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
   transformers.utils.logging.disable_progress_bar()
   threads = args.torch_threads or os.cpu_count() or 1
-  config = load_config(args)
+  config = load_config(args.config, args.warm_start, args.tiny)
   options = FAST_COMPILE if args.fast_compile else None
   load_before = os.getloadavg()
 
@@ -538,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   }
   s = co.settings
   print(
-    f"\nco-evolution step, configs/default.py:{args.config}{' --tiny' if args.tiny else ''}: "
+    f"\nco-evolution step, --config={args.config}{' --tiny' if args.tiny else ''}: "
     f"{s.num_fresh} fresh + {s.num_replay} replay tasks x G={s.group_size}, agent answer "
     f"{s.agent_sampling.max_new_tokens} / env output {s.env_sampling.max_new_tokens} tokens, warm start "
     f"{config.warm_start.agent_steps}/{config.warm_start.env_steps} steps; jax {jax.__version__} on "
@@ -555,8 +582,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   print(format_table(result))
   print("benchmark wall time by stage (s): " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()))
   print("JSON: " + json.dumps(result))
-  return result
 
 
 if __name__ == "__main__":
-  main()
+  _define_flags()
+  cli.run(main, "genenv_jax.bench.step")

@@ -185,7 +185,7 @@ def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
   """One named override set (module docstring); "" and "coevolve" leave the demo as it is."""
   if variant in ("", "coevolve"):
     return
-  if variant == "smoke":  # about a minute; it learns (tests/test_smoke_learns.py), so a broken build shows
+  if variant == "smoke":  # about a minute; it learns (tests/integration/test_smoke_learns.py), so a broken build shows
     c.total_steps = 20
     c.checkpoint_every = 10
     c.eval_every = 10

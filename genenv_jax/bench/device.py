@@ -24,7 +24,7 @@ What it prints:
   --profile DIR writes a `jax.profiler` trace of one whole step there, to see where the time goes.
 
 --tiny shrinks the models to one 32-wide layer and the lengths and batch to a few tokens and rows: the CPU self-test
-(tests/test_bench_device.py). On a CPU, memory_stats is not available and the chip figures are not the CPU's.
+(tests/unit/bench/test_bench_device.py). On a CPU, memory_stats is not available and the chip figures are not the CPU's.
 The last line is `JSON: {...}` with every figure.
 """
 

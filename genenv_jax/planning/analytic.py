@@ -1,7 +1,8 @@
 """Analytic time and memory of one co-evolution step on a TPU slice: per phase, with collectives, remat and MFU.
 
-Pure functions (numbers in, numbers out), tested by hand in tests/test_plan.py; `genenv_jax.plan` prints them beside
-the compiled program's memory. Bytes and seconds are per device (= per chip); FLOPs are global unless named otherwise.
+Pure functions (numbers in, numbers out), tested by hand in tests/unit/planning/test_plan.py; `genenv_jax.plan`
+prints them beside the compiled program's memory. Bytes and seconds are per device (= per chip); FLOPs are global
+unless named otherwise.
 
 The step's phases (coevolution.py), each a `Cost`:
   env prefill / env decode      env_rows prompts of env_prompt tokens, then env_output decode steps

@@ -13,7 +13,7 @@ Only the positions |p| - 1 .. go through the LM head.
 Memory. The LM head runs over sequence chunks of `chunk_size` positions (`chunked_token_logprobs`): a `lax.map` over
 chunks whose body is rematerialised, so the float32 logits peak at [rows, chunk, vocab] in the forward and the backward
 pass alike, never [rows, R, vocab] (4.9 GB per 8,000-token row at Qwen2.5's 152,064 words). The results equal the
-unchunked computation up to float rounding (tests/test_logprobs.py).
+unchunked computation up to float rounding (tests/unit/rl/test_logprobs.py).
 """
 
 from __future__ import annotations

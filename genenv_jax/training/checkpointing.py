@@ -6,7 +6,7 @@ What is saved. One step directory holds two orbax items:
   - typed PRNG keys (`jax.random.key`): orbax 0.12.8 handles them itself. It writes `jax.random.key_data` (uint32)
     and records the impl in the array metadata, then `jax.random.wrap_key_data`s on restore
     (`orbax/checkpoint/_src/serialization/jax_array_handlers.py: _wrap_random_key_data`). A restored key draws the
-    same numbers; tests/test_checkpointing.py checks this on one device and on a mesh;
+    same numbers; tests/unit/training/test_checkpointing.py checks this on one device and on a mesh;
   - flax nnx `State`s: orbax could save them as they are, since `State` is a pytree whose `Variable` leaves flatten
     to their values. The on-disk paths would then carry Variable internals (`.../kernel/value`) that change between
     flax versions. So every `nnx.State` in the tree is saved as `nnx.to_pure_dict(state)` instead (paths like

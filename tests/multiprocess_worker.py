@@ -107,7 +107,7 @@ def main(argv=None) -> int:
 
   shd.maybe_initialize_distributed(False)  # multi-process when the environment says so (JAX_NUM_PROCESSES > 1)
 
-  from genenv_jax.coevolution.build import abstract_build
+  from genenv_jax.coevolution.build import build
   from genenv_jax.tasks.host_callback import wait_for_host_callbacks
   from genenv_jax.training.checkpointing import Checkpointer
   from genenv_jax.training.loop import train
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
   config = worker_config(args.verifier, args.total_steps)
   summary = train(config, args.workdir, log=lambda msg: print(msg, flush=True))
 
-  run, target = abstract_build(config, shd.make_mesh(dict(config.mesh)))  # shapes and shardings only
+  run, target = build(config, abstract=True)  # shapes and shardings only
   with Checkpointer(os.path.join(args.workdir, "checkpoints"), save_every=1) as own:  # all processes together
     state, _ = own.restore(None, target)
   dumps = {"": flat_host_state(state, run.mesh)}

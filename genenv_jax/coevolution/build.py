@@ -121,81 +121,123 @@ def optimizer_state_shardings(optimizer: optax.GradientTransformation, params: A
   )
 
 
-def build(config: ml_collections.ConfigDict, devices=None) -> tuple[Run, CoevolutionState]:
+def build(
+  config: ml_collections.ConfigDict,
+  devices=None,
+  *,
+  abstract: bool = False,
+  mesh: Mesh | None = None,
+  agent_model: ModelConfig | None = None,
+  env_model: ModelConfig | None = None,
+) -> tuple[Run, CoevolutionState]:
   """Builds the run and its initial (pre-warm-start) state, every array placed with its sharding.
 
-  The mesh spans `devices` (default: all devices, over every process) with the sizes in config.mesh. Multi-process:
-  every process runs this with the same config; each builds its share of every array (parameters by a jitted init
-  with output shardings, host data such as the held-out set through `sharding.global_batch`).
+  The mesh is `mesh`, else one over `devices` (default: all devices, over every process) with the sizes in
+  config.mesh. Multi-process: every process runs this with the same config; each builds its share of every array
+  (parameters by a jitted init with output shardings, host data such as the held-out set through
+  `sharding.global_batch`).
+
+  `abstract=True` (genenv_jax.plan) allocates nothing and reads no checkpoint: every state leaf is a
+  jax.ShapeDtypeStruct carrying the sharding the real build gives it, and the models are `agent_model` / `env_model`
+  when given, else the config's shape fields (`model_config_from`). Both go through this one function, so the state
+  that plan compiles for is the state that training runs.
   """
-  mesh = shd.make_mesh(dict(config.mesh), devices=devices)
+  mesh = mesh if mesh is not None else shd.make_mesh(dict(config.mesh), devices=devices)
   tokenizer = load_tokenizer(config.tokenizer or None)
   domain = build_domain(config.domain, tokenizer, seed=config.seed)
-  agent = model_from_config(config.agent.model, tokenizer.vocab_size, mesh, seed=config.seed)
-  env = model_from_config(config.env.model, tokenizer.vocab_size, mesh, seed=config.seed + 1)
-  for name, model in (("agent", agent), ("env", env)):
-    if model.config.vocab_size < tokenizer.vocab_size:
-      raise ValueError(
-        f"the {name} model's vocabulary ({model.config.vocab_size}) is smaller than the tokenizer's "
-        f"({tokenizer.vocab_size}); use the tokenizer the model was trained with"
-      )
   settings = step_settings(config, domain, tokenizer)
-  o = config.agent.optimizer
-  agent_optimizer = make_optimizer(o.lr, o.weight_decay, o.max_grad_norm, eps=o.eps, warmup_steps=o.warmup_steps)
-  o = config.env.optimizer
-  env_optimizer = make_optimizer(o.lr, o.weight_decay, o.max_grad_norm, eps=o.eps, warmup_steps=o.warmup_steps)
-  agent_graphdef, agent_params = nnx.split(agent)
-  env_graphdef, env_params = nnx.split(env)
+  agent_optimizer, env_optimizer = optimizer_from(config.agent.optimizer), optimizer_from(config.env.optimizer)
+  models = {}
+  for name, cfg, given, seed in (
+    ("agent", config.agent.model, agent_model, config.seed),
+    ("env", config.env.model, env_model, config.seed + 1),
+  ):
+    models[name] = _model(name, cfg, given, tokenizer.vocab_size, mesh, seed, abstract)
+  (agent_graphdef, agent_params), (env_graphdef, env_params) = models["agent"], models["env"]
   coevolution = Coevolution(agent_graphdef, env_graphdef, domain, agent_optimizer, env_optimizer, settings)
 
-  seeds = domain.seed_tasks()
   replicated = shd.replicated(mesh)
-  with jax.set_mesh(mesh):
-    train_pool = jax.jit(lambda t: pools.seed_pool(t, config.pools.train_capacity), out_shardings=replicated)(
-      task_rows(seeds)
-    )
-    env_pool = jax.jit(lambda t: pools.seed_pool(t, config.pools.env_capacity), out_shardings=replicated)(
-      task_rows(seeds)
-    )
-    agent_opt = jax.jit(
-      agent_optimizer.init, out_shardings=optimizer_state_shardings(agent_optimizer, agent_params, mesh)
-    )(agent_params)
-    env_opt = jax.jit(env_optimizer.init, out_shardings=optimizer_state_shardings(env_optimizer, env_params, mesh))(
-      env_params
-    )
-  copy = jax.jit(lambda t: jax.tree.map(jnp.copy, t))
+
+  def place(fn, *args, sharding):
+    """fn(*args) computed with output `sharding` (a sharding, or a tree of them), or only its shapes if abstract."""
+    with jax.set_mesh(mesh):
+      if not abstract:
+        return jax.jit(fn, out_shardings=sharding)(*args)
+      shapes = jax.eval_shape(fn, *args)
+    shardings = jax.tree.map(lambda _: sharding, shapes) if isinstance(sharding, jax.sharding.Sharding) else sharding
+    return _shaped(shapes, shardings)
+
+  def reference(params):  # a frozen copy of the initial model (the KL anchor)
+    return params if abstract else jax.jit(lambda t: jax.tree.map(jnp.copy, t))(params)
+
+  seeds = task_rows(domain.seed_tasks())
+  zero = lambda: jnp.zeros((), jnp.int32)  # noqa: E731
   state = CoevolutionState(
     agent=agent_params,
-    agent_opt=agent_opt,
-    agent_ref=copy(agent_params),
+    agent_opt=place(
+      agent_optimizer.init, agent_params, sharding=optimizer_state_shardings(agent_optimizer, agent_params, mesh)
+    ),
+    agent_ref=reference(agent_params),
     env=env_params,
-    env_opt=env_opt,
-    env_ref=copy(env_params),
-    train_pool=train_pool,
-    env_pool=env_pool,
-    rng=jax.device_put(np.asarray(jax.random.key_data(jax.random.key(config.seed))), replicated),
-    step=jax.device_put(np.zeros((), np.int32), replicated),
-    skipped_agent=jax.device_put(np.zeros((), np.int32), replicated),
-    skipped_env=jax.device_put(np.zeros((), np.int32), replicated),
+    env_opt=place(env_optimizer.init, env_params, sharding=optimizer_state_shardings(env_optimizer, env_params, mesh)),
+    env_ref=reference(env_params),
+    train_pool=place(lambda t: pools.seed_pool(t, config.pools.train_capacity), seeds, sharding=replicated),
+    env_pool=place(lambda t: pools.seed_pool(t, config.pools.env_capacity), seeds, sharding=replicated),
+    rng=place(lambda: jax.random.key_data(jax.random.key(config.seed)), sharding=replicated),
+    step=place(zero, sharding=replicated),
+    skipped_agent=place(zero, sharding=replicated),
+    skipped_env=place(zero, sharding=replicated),
   )
   state_shardings = jax.tree.map(lambda x: x.sharding, state)
-  state = jax.tree.map(lambda x, s: jax.device_put(x, s), state, state_shardings)
   heldout_np = domain.heldout_tasks()  # identical on every process; each places only its own rows on the mesh
-  heldout = TaskBatch(
-    **shd.global_batch({k: heldout_np[k] for k in ("prompt_ids", "prompt_mask", "spec", "difficulty", "valid")}, mesh)
-  )
+  heldout = {k: heldout_np[k] for k in ("prompt_ids", "prompt_mask", "spec", "difficulty", "valid")}
   run = Run(
     mesh=mesh,
     tokenizer=tokenizer,
     domain=domain,
     coevolution=coevolution,
     state_shardings=state_shardings,
-    heldout=heldout,
+    heldout=TaskBatch(**(heldout if abstract else shd.global_batch(heldout, mesh))),
   )
   return run, state
 
 
-# ---- abstract build (planning: shapes and shardings only, nothing allocated) -----------------------------------------
+def optimizer_from(o: ml_collections.ConfigDict) -> optax.GradientTransformation:
+  """The AdamW of a config's `optimizer` block (rl.updates.make_optimizer)."""
+  return make_optimizer(o.lr, o.weight_decay, o.max_grad_norm, eps=o.eps, warmup_steps=o.warmup_steps)
+
+
+def _shaped(tree: Any, shardings: Any) -> Any:
+  """`tree`'s leaves as jax.ShapeDtypeStructs carrying the matching `shardings` leaves."""
+  return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
+
+
+def _model(
+  name: str,
+  cfg: ml_collections.ConfigDict,
+  given: ModelConfig | None,
+  vocab_size: int,
+  mesh: Mesh,
+  seed: int,
+  abstract: bool,
+) -> tuple[nnx.GraphDef, Any]:
+  """A model's graphdef and parameters on the mesh (`model_from_config`), or shapes only with their shardings."""
+  if abstract:
+    config = given or model_config_from(cfg, vocab_size)
+    graphdef, state = abstract_model(config)
+    params, model_vocab = _shaped(state, shd.state_shardings(state, mesh)), config.vocab_size
+  else:
+    model = model_from_config(cfg, vocab_size, mesh, seed)
+    (graphdef, params), model_vocab = nnx.split(model), model.config.vocab_size
+  if model_vocab < vocab_size:
+    raise ValueError(
+      f"the {name} model's vocabulary ({model_vocab}) is smaller than the tokenizer's ({vocab_size}); use the "
+      "tokenizer the model was trained with"
+    )
+  return graphdef, params
+
+
+# ---- model shapes (plan builds from these without a checkpoint) ---------------------------------------------------
 
 
 def model_config_from(cfg: ml_collections.ConfigDict, vocab_size: int) -> ModelConfig:
@@ -217,75 +259,3 @@ def model_config_from(cfg: ml_collections.ConfigDict, vocab_size: int) -> ModelC
     dtype=cfg.dtype,
     remat=cfg.remat,
   )
-
-
-def abstract_build(
-  config: ml_collections.ConfigDict,
-  mesh: Mesh,
-  agent_model: ModelConfig | None = None,
-  env_model: ModelConfig | None = None,
-) -> tuple[Run, CoevolutionState]:
-  """`build` without allocating: the same Run, and a CoevolutionState whose every leaf is a jax.ShapeDtypeStruct
-  carrying the NamedSharding `build` would give it (for lowering and compiling the step, e.g. genenv_jax.plan).
-
-  No checkpoint is read: the models are `agent_model` / `env_model` when given, else the config's shape fields
-  (`model_config_from`). Optimizer-state shardings are those of `build` (`optimizer_state_shardings`).
-  """
-  tokenizer = load_tokenizer(config.tokenizer or None)
-  domain = build_domain(config.domain, tokenizer, seed=config.seed)
-  replicated = shd.replicated(mesh)
-  settings = step_settings(config, domain, tokenizer)
-
-  def optimizer(o):
-    return make_optimizer(o.lr, o.weight_decay, o.max_grad_norm, eps=o.eps, warmup_steps=o.warmup_steps)
-
-  def abstract(tree, shardings):
-    return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
-
-  def model(cfg, given, name):
-    mc = given or model_config_from(cfg, tokenizer.vocab_size)
-    if mc.vocab_size < tokenizer.vocab_size:
-      raise ValueError(
-        f"the {name} model's vocabulary ({mc.vocab_size}) is smaller than the tokenizer's "
-        f"({tokenizer.vocab_size}); use the tokenizer the model was trained with"
-      )
-    graphdef, state = abstract_model(mc)
-    return graphdef, abstract(state, shd.state_shardings(state, mesh))
-
-  def opt_state(opt, params):
-    with jax.set_mesh(mesh):
-      shapes = jax.eval_shape(opt.init, params)
-    return abstract(shapes, optimizer_state_shardings(opt, params, mesh))
-
-  agent_graphdef, agent_params = model(config.agent.model, agent_model, "agent")
-  env_graphdef, env_params = model(config.env.model, env_model, "env")
-  agent_optimizer, env_optimizer = optimizer(config.agent.optimizer), optimizer(config.env.optimizer)
-  coevolution = Coevolution(agent_graphdef, env_graphdef, domain, agent_optimizer, env_optimizer, settings)
-  seeds = task_rows(domain.seed_tasks())
-  rep = lambda tree: abstract(tree, jax.tree.map(lambda _: replicated, tree))  # noqa: E731
-  scalar = jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated)
-  state = CoevolutionState(
-    agent=agent_params,
-    agent_opt=opt_state(agent_optimizer, agent_params),
-    agent_ref=agent_params,
-    env=env_params,
-    env_opt=opt_state(env_optimizer, env_params),
-    env_ref=env_params,
-    train_pool=rep(jax.eval_shape(lambda t: pools.seed_pool(t, config.pools.train_capacity), seeds)),
-    env_pool=rep(jax.eval_shape(lambda t: pools.seed_pool(t, config.pools.env_capacity), seeds)),
-    rng=rep(jax.eval_shape(lambda: jax.random.key_data(jax.random.key(config.seed)))),
-    step=scalar,
-    skipped_agent=scalar,
-    skipped_env=scalar,
-  )
-  heldout_np = domain.heldout_tasks()
-  heldout = TaskBatch(**{k: heldout_np[k] for k in ("prompt_ids", "prompt_mask", "spec", "difficulty", "valid")})
-  run = Run(
-    mesh=mesh,
-    tokenizer=tokenizer,
-    domain=domain,
-    coevolution=coevolution,
-    state_shardings=jax.tree.map(lambda x: x.sharding, state),
-    heldout=heldout,
-  )
-  return run, state

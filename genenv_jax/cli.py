@@ -1,7 +1,9 @@
 """What the commands share: absl flags, and a user error as one `error:` line with exit status 2.
 
 Each command (main, plan, sweep, compare, evaluate, export and the bench.* benchmarks) defines its flags in a
-`_define_flags` function called only when it runs as a program, then runs through `run(main, prog)`. Those whose
+`_define_flags` function called only when it runs as a program, then runs through `run(main, prog)`. Flag names are
+spelled with underscores (`--data_dir`, `--fast_compile`: absl's convention, and the `--config.key` overrides'), and a
+name means the same thing in every command that has it. Those whose
 `_define_flags` takes a `flag_values` argument also run in this process through `call(module, argv)`, which defines
 their flags on a fresh `FlagValues` instead of absl's global one: commands with flags of the same name (`--workdir`)
 then run one after another in one process (tests, notebooks) without a DuplicateFlagError.
@@ -131,8 +133,8 @@ def no_arguments(argv: Sequence[str]) -> None:
 
 
 def namespace(holders: Iterable[flags.FlagHolder]) -> types.SimpleNamespace:
-  """The parsed values of `holders` as one object, a flag's dashes as underscores (--data-dir: .data_dir)."""
-  return types.SimpleNamespace(**{h.name.replace("-", "_"): h.value for h in holders})
+  """The parsed values of `holders` as one object, an attribute per flag (--data_dir: .data_dir)."""
+  return types.SimpleNamespace(**{h.name: h.value for h in holders})
 
 
 def integers(name: str, values: Sequence[str]) -> tuple[int, ...]:

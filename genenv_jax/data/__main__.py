@@ -1,11 +1,11 @@
 """CLI: fetch, check and pin the benchmark data.
 
-  python -m genenv_jax.data fetch [NAME ...] [--data-dir DIR] [--from DIR] [--mirror URL]
-  python -m genenv_jax.data list [NAME ...] [--data-dir DIR]
+  python -m genenv_jax.data fetch [NAME ...] [--data_dir DIR] [--from DIR] [--mirror URL]
+  python -m genenv_jax.data list [NAME ...] [--data_dir DIR]
   python -m genenv_jax.data manifest --from DIR [--output FILE]
 
 NAME is a dataset of genenv_jax/data/manifest.json (api_bank, tool_calling_seed, bamboogle, bfcl, alfworld,
-travelplanner); none means all. The data directory is `--data-dir`, else $GENENV_DATA, else
+travelplanner); none means all. The data directory is `--data_dir`, else $GENENV_DATA, else
 ~/.cache/genenv_jax/data (`genenv_jax.data.location`).
 
 fetch     downloads each file from its pinned source (a GitHub commit, or the bfcl-eval wheel on PyPI) and checks its
@@ -40,7 +40,7 @@ from genenv_jax.data.manifest import (
 )
 
 _DATA_DIR = flags.DEFINE_string(
-  "data-dir", None, f"The data directory (default: ${ENV_VAR}, else ~/.cache/genenv_jax/data)."
+  "data_dir", None, f"The data directory (default: ${ENV_VAR}, else ~/.cache/genenv_jax/data)."
 )
 _FROM = flags.DEFINE_string(
   "from", None, "fetch: copy from this local copy instead of downloading; manifest: the copy whose files to record."

@@ -39,7 +39,7 @@ SMOKE = ["--config=configs/default.py:smoke", "--workdir=/nonexistent/never-crea
     (["genenv_jax.evaluate", "--benchmark=nope", "--agent=oracle"], "unknown benchmark 'nope'"),
     (["genenv_jax.evaluate", "--agent=oracle"], "Flag --benchmark must have a value"),
     (
-      ["genenv_jax.evaluate", "--benchmark=bamboogle", "--agent=oracle", "--data-dir=/nonexistent/data"],
+      ["genenv_jax.evaluate", "--benchmark=bamboogle", "--agent=oracle", "--data_dir=/nonexistent/data"],
       "Bamboogle data (bamboogle) is missing",
     ),
     (["genenv_jax.evaluate", "--benchmark=bamboogle", "--agent=oracle", "stray"], "unexpected arguments ['stray']"),
@@ -100,11 +100,11 @@ def test_the_commands_flags_stay_out_of_absls_global_registry():
   """Importing every command (as pytest does) defines none of their flags; cli.call defines them on a fresh
   FlagValues each time, so commands with flags of the same name (--workdir, --model, --repeats) run one after the
   other in one process."""
-  assert not {"benchmark", "out", "lengths", "tiny", "configs", "warm-start"} & set(flags.FLAGS)
+  assert not {"benchmark", "out", "lengths", "tiny", "configs", "warm_start"} & set(flags.FLAGS)
   for module in COMMANDS:
     for _ in range(2):
       assert cli.call(module, ["--bogus"]) == 2
-  assert not {"benchmark", "out", "lengths", "tiny", "configs", "warm-start"} & set(flags.FLAGS)
+  assert not {"benchmark", "out", "lengths", "tiny", "configs", "warm_start"} & set(flags.FLAGS)
 
 
 def test_call_reports_user_errors_in_process(capsys):

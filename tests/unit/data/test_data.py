@@ -73,7 +73,7 @@ def _run_cli(*args: str, env: dict[str, str] | None = None, timeout: int = 120) 
 def test_resolver_order(monkeypatch, tmp_path):
   monkeypatch.setenv("GENENV_DATA", str(tmp_path / "env"))
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-  assert data.resolve_data_dir(str(tmp_path / "flag")) == tmp_path / "flag"  # --data-dir / config.domain.data_dir
+  assert data.resolve_data_dir(str(tmp_path / "flag")) == tmp_path / "flag"  # --data_dir / config.domain.data_dir
   assert data.resolve_data_dir("") == tmp_path / "env"  # an empty config value is "not set"
   monkeypatch.delenv("GENENV_DATA")
   assert data.resolve_data_dir(None) == tmp_path / "xdg" / "genenv_jax" / "data"
@@ -127,7 +127,7 @@ def test_require_names_dataset_file_and_fix(shared_data, tmp_path):
   msg = str(e.value)
   assert "Bamboogle data (bamboogle) is missing" in msg and str(absent / "bamboogle") in msg
   assert f"the data directory {absent} does not exist" in msg
-  assert f"python -m genenv_jax.data fetch bamboogle --data-dir {absent}" in msg
+  assert f"python -m genenv_jax.data fetch bamboogle --data_dir {absent}" in msg
   copy = tmp_path / "copy"
   shutil.copytree(shared_data / "bamboogle", copy / "bamboogle")
   data.require(copy, ["bamboogle"])
@@ -137,7 +137,7 @@ def test_require_names_dataset_file_and_fix(shared_data, tmp_path):
   with pytest.raises(data.DataMissingError) as e:  # every incomplete dataset, missing or corrupt, in one command
     data.require(copy, ["tool_calling_seed", "bamboogle"])
   assert "(tool_calling_seed) is missing" in str(e.value)
-  assert str(e.value).endswith(f"fetch tool_calling_seed bamboogle --data-dir {copy}")
+  assert str(e.value).endswith(f"fetch tool_calling_seed bamboogle --data_dir {copy}")
   with pytest.raises(ValueError, match="unknown dataset 'nope'; the datasets are: api_bank"):
     data.require(copy, ["nope"])
 
@@ -293,20 +293,20 @@ def test_fresh_clone_fetch_from_copy_then_evaluate_api_bank(shared_data, tmp_pat
   copy = tmp_path / "copy"
   shutil.copytree(shared_data / "api_bank", copy / "api_bank")
   dest = tmp_path / "data"
-  proc = _run_cli("genenv_jax.data", "fetch", "api_bank", "--from", str(copy), "--data-dir", str(dest))
+  proc = _run_cli("genenv_jax.data", "fetch", "api_bank", "--from", str(copy), "--data_dir", str(dest))
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "6 installed, 0 already present, 0 quarantined, 0 failed" in proc.stdout
-  listing = _run_cli("genenv_jax.data", "list", "--data-dir", str(dest))
+  listing = _run_cli("genenv_jax.data", "list", "--data_dir", str(dest))
   assert listing.returncode == 0 and re.search(r"api_bank +API-Bank +present +6/6", listing.stdout), listing.stdout
   assert re.search(r"bfcl +BFCL v4 +missing +0/40", listing.stdout)
-  monkeypatch.setenv("GENENV_DATA", str(dest))  # found through the resolver: no --data-dir
+  monkeypatch.setenv("GENENV_DATA", str(dest))  # found through the resolver: no --data_dir
   out = tmp_path / "oracle.jsonl"
   assert cli.call(evaluate, ["--benchmark", "api_bank", "--agent", "oracle", "--output", str(out), "--quiet"]) == 0
   # the oracle's outputs are the gold calls; scored again as a predictions file they are all correct
   assert (
     cli.call(
       evaluate,
-      ["--benchmark", "api_bank", "--predictions", str(out), "--quiet", "--metrics-output", str(tmp_path / "m.json")],
+      ["--benchmark", "api_bank", "--predictions", str(out), "--quiet", "--metrics_output", str(tmp_path / "m.json")],
     )
     == 0
   )
@@ -318,7 +318,7 @@ def test_fresh_clone_fetch_from_copy_then_evaluate_api_bank(shared_data, tmp_pat
   assert cli.call(evaluate, ["--benchmark", "bamboogle", "--agent", "oracle"]) == 2
   err = capsys.readouterr().err
   assert err.count("\n") == 1 and "Bamboogle data (bamboogle) is missing" in err
-  assert f"python -m genenv_jax.data fetch bamboogle --data-dir {tmp_path / 'nothing'}" in err
+  assert f"python -m genenv_jax.data fetch bamboogle --data_dir {tmp_path / 'nothing'}" in err
 
 
 def test_main_without_data_exits_2_with_the_fix(tmp_path):
@@ -330,7 +330,7 @@ def test_main_without_data_exits_2_with_the_fix(tmp_path):
   assert "Traceback" not in proc.stderr
   assert "Bamboogle data (bamboogle) is missing" in proc.stderr
   # the bamboogle training domain also reads the TravelPlanner tables (its seed questions): one command fetches both
-  assert f"python -m genenv_jax.data fetch bamboogle travelplanner --data-dir {tmp_path / 'empty'}" in proc.stderr
+  assert f"python -m genenv_jax.data fetch bamboogle travelplanner --data_dir {tmp_path / 'empty'}" in proc.stderr
 
 
 def test_plan_without_data_plans_a_stand_in_and_says_so(tmp_path):

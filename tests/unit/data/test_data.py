@@ -24,6 +24,7 @@ import pytest
 from conftest import PROJECT_ROOT
 
 from genenv_jax import cli, data, evaluate
+from genenv_jax.data import __main__ as data_cli
 from genenv_jax.data import fetch as fetching
 from genenv_jax.data import location
 from genenv_jax.data.__main__ import list_datasets, record_digests
@@ -293,12 +294,12 @@ def test_fresh_clone_fetch_from_copy_then_evaluate_api_bank(shared_data, tmp_pat
   copy = tmp_path / "copy"
   shutil.copytree(shared_data / "api_bank", copy / "api_bank")
   dest = tmp_path / "data"
-  proc = _run_cli("genenv_jax.data", "fetch", "api_bank", "--from", str(copy), "--data_dir", str(dest))
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  assert "6 installed, 0 already present, 0 quarantined, 0 failed" in proc.stdout
-  listing = _run_cli("genenv_jax.data", "list", "--data_dir", str(dest))
-  assert listing.returncode == 0 and re.search(r"api_bank +API-Bank +present +6/6", listing.stdout), listing.stdout
-  assert re.search(r"bfcl +BFCL v4 +missing +0/40", listing.stdout)
+  assert cli.call(data_cli, ["fetch", "api_bank", "--from", copy, "--data_dir", dest]) == 0
+  assert "6 installed, 0 already present, 0 quarantined, 0 failed" in capsys.readouterr().out
+  assert cli.call(data_cli, ["list", "--data_dir", dest]) == 0
+  listing = capsys.readouterr().out
+  assert re.search(r"api_bank +API-Bank +present +6/6", listing), listing
+  assert re.search(r"bfcl +BFCL v4 +missing +0/40", listing)
   monkeypatch.setenv("GENENV_DATA", str(dest))  # found through the resolver: no --data_dir
   out = tmp_path / "oracle.jsonl"
   assert cli.call(evaluate, ["--benchmark", "api_bank", "--agent", "oracle", "--output", str(out), "--quiet"]) == 0
@@ -319,6 +320,30 @@ def test_fresh_clone_fetch_from_copy_then_evaluate_api_bank(shared_data, tmp_pat
   err = capsys.readouterr().err
   assert err.count("\n") == 1 and "Bamboogle data (bamboogle) is missing" in err
   assert f"python -m genenv_jax.data fetch bamboogle --data_dir {tmp_path / 'nothing'}" in err
+
+
+def test_data_command_errors(shared_data, tmp_path, capsys):
+  """A bad command, an unknown dataset or a copy that cannot be used is one `error:` line and exit status 2; files
+  that fail their checks are named one per line, exit status 1."""
+  dest = tmp_path / "data"
+  for argv, message in [
+    ([], "give a command: fetch | list | manifest (then dataset names, optional)"),
+    (["fetch", "nope", "--data_dir", dest], "unknown dataset 'nope'; the datasets are: api_bank, tool_calling_seed"),
+    (["manifest", "--output", tmp_path / "m.json"], "manifest needs --from DIR, the copy whose digests to record"),
+    (["fetch", "bamboogle", "--from", dest, "--data_dir", dest], f"--from {dest} is not a directory"),
+  ]:
+    assert cli.call(data_cli, argv) == 2, argv
+    err = capsys.readouterr().err
+    assert err.startswith("genenv_jax.data: error: ") and message in err and err.count("\n") == 1, err
+  copy = tmp_path / "copy"  # a copy without tool_calling_seed: `manifest` records nothing from it
+  shutil.copytree(shared_data / "bamboogle", copy / "bamboogle")
+  assert cli.call(data_cli, ["manifest", "--from", copy, "--output", tmp_path / "m.json"]) == 2
+  assert "not found; the copy must hold every file of the manifest" in capsys.readouterr().err
+  assert not (tmp_path / "m.json").exists()
+  (copy / "bamboogle" / "data.json").write_text("[]")  # a corrupt file in the copy is never installed
+  assert cli.call(data_cli, ["fetch", "bamboogle", "--from", copy, "--data_dir", dest]) == 1
+  assert "error: bamboogle/data.json: " in capsys.readouterr().err
+  assert not (dest / "bamboogle" / "data.json").exists()
 
 
 def test_main_without_data_exits_2_with_the_fix(tmp_path):

@@ -1,10 +1,13 @@
 """What the commands share: absl flags, and a user error as one `error:` line with exit status 2.
 
-Each command (main, plan, sweep, compare, evaluate, export and the bench.* benchmarks) defines its flags in a
-`_define_flags` function called only when it runs as a program, then runs through `run(main, prog)`. Those whose
-`_define_flags` takes a `flag_values` argument also run in this process through `call(module, argv)`, which defines
-their flags on a fresh `FlagValues` instead of absl's global one: commands with flags of the same name (`--workdir`)
-then run one after another in one process (tests, notebooks) without a DuplicateFlagError.
+Each command (main, plan, sweep, compare, evaluate, export, data and the bench.* benchmarks) defines its flags in a
+`_define_flags(flag_values)` function, called on absl's FLAGS only when it runs as a program, then runs through
+`run(main, prog)`. Flag names are spelled with underscores (`--data_dir`, `--fast_compile`: absl's convention, and the
+`--config.key` overrides'; tests/unit/test_cli_errors.py checks that no command defines a dashed name), and a name
+means the same thing in every command that has it. evaluate, export, data and the bench.* commands also run in this
+process through `call(module, argv)`, which defines their flags on a fresh `FlagValues` instead of absl's
+global one: commands with flags of the same name (`--workdir`) then run one after another in one process (tests,
+notebooks) without a DuplicateFlagError. main, plan, sweep and compare run as programs only.
 
 A user error is a bad flag or override (unknown flag, unknown `--config.key`, a value of the wrong type, a config file
 that does not load) or a bad input the command reports as ValueError / FileNotFoundError (missing data, an invalid
@@ -109,7 +112,7 @@ def call(module: types.ModuleType, argv: Sequence[str]) -> int:
   defined on a fresh FlagValues, absl's global FLAGS untouched, beside `--verbosity` (a traceback instead of the
   one-line error: the exception propagates). absl's other own flags (--help, --flagfile) are not there."""
   argv = [str(a) for a in argv]
-  prog = module.__name__
+  prog = module.__name__.removesuffix(".__main__")  # genenv_jax.data.__main__ runs as `python -m genenv_jax.data`
   verbose = wants_traceback(argv)
   flag_values = flags.FlagValues()
   help_text = "1 or more: a traceback instead of a one-line error"
@@ -131,8 +134,8 @@ def no_arguments(argv: Sequence[str]) -> None:
 
 
 def namespace(holders: Iterable[flags.FlagHolder]) -> types.SimpleNamespace:
-  """The parsed values of `holders` as one object, a flag's dashes as underscores (--data-dir: .data_dir)."""
-  return types.SimpleNamespace(**{h.name.replace("-", "_"): h.value for h in holders})
+  """The parsed values of `holders` as one object, an attribute per flag (--data_dir: .data_dir)."""
+  return types.SimpleNamespace(**{h.name: h.value for h in holders})
 
 
 def integers(name: str, values: Sequence[str]) -> tuple[int, ...]:

@@ -346,15 +346,17 @@ def write_report(workdir: str, baseline: str | None = None, n_boot: int = 2000, 
   return text
 
 
-def _define_flags() -> None:
-  """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
-  another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the command-line flags on `flag_values` (a test lists them on a fresh FlagValues). Called on absl's FLAGS
+  only when this module runs as a program, so that importing it next to another program's module with flags of the
+  same name (tests, tools) never collides in absl's global registry."""
   global _BASELINE
   _BASELINE = flags.DEFINE_string(
     "baseline",
     None,
     "the variant compared against every other (GenEnv); default "
     "coevolve if it ran, else the first variant in name order",
+    flag_values=flag_values,
   )
 
 

@@ -6,8 +6,8 @@
 NAME is one of `genenv_jax.benchmarks.registry.BENCHMARKS` (api_bank, bfcl, bamboogle, travelplanner, alfworld).
 `--model` loads an HF Llama/Qwen2 directory (tokenizer from the same directory, or `--tokenizer`); `--workdir` the
 agent of a training run at its latest checkpoint, with the run's tokenizer. Generation is our own sampler
-(`genenv_jax.sampling.sampler.generate`), `--batch-size` prompts at a time, greedy unless `--temperature` > 0; see
-`genenv_jax.evaluation.agents` for the prompt pipeline and for `--max-prompt-tokens` / `--overlong` (default: cut
+(`genenv_jax.sampling.sampler.generate`), `--batch_size` prompts at a time, greedy unless `--temperature` > 0; see
+`genenv_jax.evaluation.agents` for the prompt pipeline and for `--max_prompt_tokens` / `--overlong` (default: cut
 overlong prompts from the left, and report how many were cut).
 
 `--limit N` is passed to the benchmark's `load_items`: api_bank and bfcl apply it per split (level / category) when no
@@ -19,10 +19,10 @@ itself a valid predictions file.
 
 Progress goes to stderr; the metrics table (`benchmark.aggregate`, and the benchmark's NOTE when it has one, e.g.
 Bamboogle's "not comparable to the paper") to stdout. `--output` gets per-item rows; the metrics JSON goes to
-`--metrics-output`, default `<output without suffix>.metrics.json`.
+`--metrics_output`, default `<output without suffix>.metrics.json`.
 
 ALFWorld: the default is the step-level benchmark (teacher-forced next action). `--episodes` plays whole games
-(`alfworld_episodes.run_episodes`, at most `--max-steps` actions, `--batch-size` games at once; split default
+(`alfworld_episodes.run_episodes`, at most `--max_steps` actions, `--batch_size` games at once; split default
 valid_unseen; `--limit` = number of games), the paper's success-rate metric; the oracle is the walkthrough policy.
 """
 
@@ -62,7 +62,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
       "limit", None, "Items per split (api_bank, bfcl) or in all (see the module docstring).", flag_values=fv
     ),
     flags.DEFINE_string(
-      "data-dir",
+      "data_dir",
       None,
       f"Benchmark data (default: ${data.ENV_VAR}, else {data.default_data_dir()}); "
       "fill it with: python -m genenv_jax.data fetch NAME",
@@ -90,17 +90,17 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
       flag_values=fv,
     ),
     flags.DEFINE_integer(
-      "batch-size", 8, "Prompts generated at a time (ALFWorld --episodes: games played at once).", flag_values=fv
+      "batch_size", 8, "Prompts generated at a time (ALFWorld --episodes: games played at once).", flag_values=fv
     ),
-    flags.DEFINE_integer("max-new-tokens", 512, "Model agent: the response budget in tokens.", flag_values=fv),
+    flags.DEFINE_integer("max_new_tokens", 512, "Model agent: the response budget in tokens.", flag_values=fv),
     flags.DEFINE_float("temperature", 0.0, "Model agent: sampling temperature; 0 = greedy.", flag_values=fv),
-    flags.DEFINE_integer("top-k", 0, "Model agent: sample among the k likeliest tokens; 0 = all.", flag_values=fv),
-    flags.DEFINE_float("top-p", 1.0, "Model agent: nucleus sampling mass; 1 = all tokens.", flag_values=fv),
+    flags.DEFINE_integer("top_k", 0, "Model agent: sample among the k likeliest tokens; 0 = all.", flag_values=fv),
+    flags.DEFINE_float("top_p", 1.0, "Model agent: nucleus sampling mass; 1 = all tokens.", flag_values=fv),
     flags.DEFINE_integer("seed", 0, "Model agent: the sampling seed.", flag_values=fv),
     flags.DEFINE_integer(
-      "max-prompt-tokens",
+      "max_prompt_tokens",
       None,
-      "Model agent: the prompt budget (default: the model's context length - --max-new-tokens).",
+      "Model agent: the prompt budget (default: the model's context length - --max_new_tokens).",
       flag_values=fv,
     ),
     flags.DEFINE_enum(
@@ -113,15 +113,15 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_boolean(
       "episodes", False, "ALFWorld: play whole games (success rate) instead of steps.", flag_values=fv
     ),
-    flags.DEFINE_integer("max-steps", 50, "ALFWorld: actions per episode with --episodes.", flag_values=fv),
+    flags.DEFINE_integer("max_steps", 50, "ALFWorld: actions per episode with --episodes.", flag_values=fv),
     flags.DEFINE_string(
-      "cache-dir",
+      "cache_dir",
       None,
       "ALFWorld: walkthrough replay cache (default: alfworld_steps.default_cache_dir()).",
       flag_values=fv,
     ),
     flags.DEFINE_enum(
-      "bfcl-mode",
+      "bfcl_mode",
       None,
       ["official", "lenient"],
       "BFCL: official (default): bfcl-eval's verdicts, comparable with the leaderboard; lenient: tolerant decoding "
@@ -132,7 +132,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
       "output", None, "Per-item results, JSON lines (itself a valid --predictions file).", flag_values=fv
     ),
     flags.DEFINE_string(
-      "metrics-output", None, "The metrics JSON (default: <--output without suffix>.metrics.json).", flag_values=fv
+      "metrics_output", None, "The metrics JSON (default: <--output without suffix>.metrics.json).", flag_values=fv
     ),
     flags.DEFINE_boolean("quiet", False, "No progress lines on stderr.", flag_values=fv),
   )
@@ -387,12 +387,12 @@ def check_args(args: SimpleNamespace) -> None:
   if args.limit is not None and args.limit < 0:
     raise ValueError(f"--limit must be >= 0, got {args.limit}")
   if args.batch_size < 1:
-    raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
-  for flag, given in (("--episodes", args.episodes), ("--cache-dir", args.cache_dir)):
+    raise ValueError(f"--batch_size must be >= 1, got {args.batch_size}")
+  for flag, given in (("--episodes", args.episodes), ("--cache_dir", args.cache_dir)):
     if given and args.benchmark != "alfworld":
       raise ValueError(f"{flag} is for --benchmark alfworld only, not {args.benchmark!r}")
   if args.bfcl_mode and args.benchmark != "bfcl":
-    raise ValueError(f"--bfcl-mode is for --benchmark bfcl only, not {args.benchmark!r}")
+    raise ValueError(f"--bfcl_mode is for --benchmark bfcl only, not {args.benchmark!r}")
 
 
 def run_items_mode(
@@ -490,7 +490,7 @@ def run_evaluation(args: SimpleNamespace, stdout: TextIO, stderr: TextIO | None)
 
 
 class OutputError(OSError):
-  """--output or --metrics-output could not be written (after the metrics were printed)."""
+  """--output or --metrics_output could not be written (after the metrics were printed)."""
 
 
 def main(argv: Sequence[str]) -> None:

@@ -18,22 +18,25 @@ from ml_collections import config_flags
 from genenv_jax import cli
 
 
-def _define_flags() -> None:
-  """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
-  another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the command-line flags on `flag_values` (a test lists them on a fresh FlagValues). Called on absl's FLAGS
+  only when this module runs as a program, so that importing it next to another program's module with flags of the
+  same name (tests, tools) never collides in absl's global registry."""
   global _CONFIG, _WORKDIR
   _CONFIG = config_flags.DEFINE_config_file(
     "config",
     None,
     "Config file (get_config(arg) style), e.g. configs/default.py or configs/default.py:smoke.",
     lock_config=True,
+    flag_values=flag_values,
   )
   _WORKDIR = flags.DEFINE_string(
     "workdir",
     None,
     "Directory for checkpoints, TensorBoard events and summary.json (a restart with the same workdir resumes).",
+    flag_values=flag_values,
   )
-  flags.mark_flags_as_required(["config", "workdir"])
+  flags.mark_flags_as_required(["config", "workdir"], flag_values=flag_values)
 
 
 def format_summary(summary: dict) -> str:

@@ -41,49 +41,65 @@ from ml_collections import config_flags
 from genenv_jax import cli
 
 
-def _define_flags() -> None:
-  """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
-  another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the command-line flags on `flag_values` (a test lists them on a fresh FlagValues). Called on absl's FLAGS
+  only when this module runs as a program, so that importing it next to another program's module with flags of the
+  same name (tests, tools) never collides in absl's global registry."""
   global _CONFIG, _DEVICES, _CHIP, _USABLE, _JSON, _LAYERS, _FAST, _NOCOMPILE, _ATTENTION
+  fv = flag_values
   _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Config file (get_config(arg) style), e.g. configs/qwen2_5_7b.py:v5p-64.", lock_config=True
+    "config",
+    None,
+    "Config file (get_config(arg) style), e.g. configs/qwen2_5_7b.py:v5p-64.",
+    lock_config=True,
+    flag_values=fv,
   )
   _DEVICES = flags.DEFINE_integer(
     "devices",
     None,
     "Number of (fake CPU) devices of the virtual mesh, one per chip "
     "(default: the chips of the config's slice; v5p-64 = 32 chips).",
+    flag_values=fv,
   )
   _CHIP = flags.DEFINE_string(
-    "chip", None, "TPU chip for the time and fit estimates: v4, v5e, v5p or v6e (default: the config's slice)."
+    "chip",
+    None,
+    "TPU chip for the time and fit estimates: v4, v5e, v5p or v6e (default: the config's slice).",
+    flag_values=fv,
   )
-  _USABLE = flags.DEFINE_float("usable_fraction", 0.9, "Fraction of HBM a program may use and still 'fit'.")
-  _JSON = flags.DEFINE_string("json", None, "Also write the figures as JSON to this path.")
+  _USABLE = flags.DEFINE_float(
+    "usable_fraction", 0.9, "Fraction of HBM a program may use and still 'fit'.", flag_values=fv
+  )
+  _JSON = flags.DEFINE_string("json", None, "Also write the figures as JSON to this path.", flag_values=fv)
   _LAYERS = flags.DEFINE_list(
     "layers",
     None,
     "Two small layer counts, e.g. 2,4: compile the step with both models "
     "cut to each and extrapolate the memory figures linearly to the real layer count (a "
     "cross-check, or for programs too slow to compile here; see plan_by_layers).",
+    flag_values=fv,
   )
   _FAST = flags.DEFINE_boolean(
     "fast_compile",
     True,
     "Skip LLVM optimisation in the CPU compile "
     "(--xla_backend_optimization_level=0): same buffers, much shorter compile.",
+    flag_values=fv,
   )
   _NOCOMPILE = flags.DEFINE_boolean(
     "nocompile",
     False,
     "Analytic figures only: no lowering, no compile, no domain "
     "build (the fit is then judged on the analytic memory estimate).",
+    flag_values=fv,
   )
   _ATTENTION = flags.DEFINE_string(
     "attention",
     None,
     "Attention implementation for both models, overriding model.attention: naive, blockwise, splash, cudnn or auto.",
+    flag_values=fv,
   )
-  flags.mark_flags_as_required(["config"])
+  flags.mark_flags_as_required(["config"], flag_values=fv)
 
 
 # Architectures of known checkpoints (from their config.json), so plan never needs the files.

@@ -27,19 +27,25 @@ from absl import app, flags
 from genenv_jax import cli
 
 
-def _define_flags() -> None:
-  """Defines the command-line flags. Called only when this module runs as a program, so that importing it next to
-  another program's module with flags of the same name (tests, tools) never collides in absl's global registry."""
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the command-line flags on `flag_values` (a test lists them on a fresh FlagValues). Called on absl's FLAGS
+  only when this module runs as a program, so that importing it next to another program's module with flags of the
+  same name (tests, tools) never collides in absl's global registry."""
   global _CONFIG, _VARIANTS, _SEEDS, _WORKDIR, _JOBS, _REPORT, _DRY_RUN
+  fv = flag_values
   _CONFIG = flags.DEFINE_string(
-    "config", None, "config file, e.g. configs/default.py (variants are appended as :VARIANT)"
+    "config", None, "config file, e.g. configs/default.py (variants are appended as :VARIANT)", flag_values=fv
   )
-  _VARIANTS = flags.DEFINE_list("variants", ["coevolve", "random", "static", "grpo"], "variants of the config")
-  _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "seeds (config.seed)")
-  _WORKDIR = flags.DEFINE_string("workdir", None, "sweep directory: runs/, tensorboard/, report files")
-  _JOBS = flags.DEFINE_integer("jobs", 1, "runs at once (each is its own process)")
-  _REPORT = flags.DEFINE_boolean("report", False, "write the comparison report (genenv_jax.compare) at the end")
-  _DRY_RUN = flags.DEFINE_boolean("dry_run", False, "print the runs and their state; run nothing")
+  _VARIANTS = flags.DEFINE_list(
+    "variants", ["coevolve", "random", "static", "grpo"], "variants of the config", flag_values=fv
+  )
+  _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "seeds (config.seed)", flag_values=fv)
+  _WORKDIR = flags.DEFINE_string("workdir", None, "sweep directory: runs/, tensorboard/, report files", flag_values=fv)
+  _JOBS = flags.DEFINE_integer("jobs", 1, "runs at once (each is its own process)", flag_values=fv)
+  _REPORT = flags.DEFINE_boolean(
+    "report", False, "write the comparison report (genenv_jax.compare) at the end", flag_values=fv
+  )
+  _DRY_RUN = flags.DEFINE_boolean("dry_run", False, "print the runs and their state; run nothing", flag_values=fv)
 
 
 @dataclasses.dataclass(frozen=True)

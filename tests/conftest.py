@@ -39,6 +39,6 @@ def shared_data() -> pathlib.Path:
   if not SHARED_DATA.is_dir():
     pytest.skip(
       f"benchmark data not found at {SHARED_DATA}; set GENENV_DATA, or fetch it there with: "
-      f"python -m genenv_jax.data fetch --data-dir {SHARED_DATA}"
+      f"python -m genenv_jax.data fetch --data_dir {SHARED_DATA}"
     )
   return SHARED_DATA

@@ -7,13 +7,13 @@ memory_analysis().temp_size_in_bytes (the peak of its temporaries; arguments and
 median of --repeats calls after one warm-up (block_until_ready). Naive materialises float32 scores [B, N, T, T], so its
 temp grows as T²; blockwise keeps one [B, N, block, block] tile and O(T) accumulators, so its temp grows as T.
 
-Decode: one query token (--decode-batch rows) at the last filled slot of a static cache of --cache slots, with
+Decode: one query token (--decode_batch_size rows) at the last filled slot of a static cache of --cache slots, with
 kv_length = the filled length, at --filled slots filled and at the whole cache filled; blockwise vs naive. Blockwise
 reads ceil(filled / block) key blocks, so its step time follows the filled length; naive reads the whole cache.
 
-Usage:  python -m genenv_jax.bench.attention [--lengths=1024,4096,9216] [--heads=4] [--kv-heads=2] [--head-dim=64]
-                                             [--batch=1] [--block=512] [--repeats=3] [--cache=9216] [--filled=1152]
-                                             [--decode-batch=8] [--naive-run-max=9216]
+Usage:  python -m genenv_jax.bench.attention [--lengths=1024,4096,9216] [--heads=4] [--kv_heads=2] [--head_dim=64]
+                                             [--batch_size=1] [--block=512] [--repeats=3] [--cache=9216] [--filled=1152]
+                                             [--decode_batch_size=8] [--naive_run_max=9216]
 Prints a table, then one line `JSON: {...}` with every figure.
 """
 
@@ -44,16 +44,16 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   _FLAGS = (
     flags.DEFINE_list("lengths", ["1024", "4096", "9216"], "Training: sequence lengths T.", flag_values=fv),
     flags.DEFINE_integer("heads", 4, "Query heads N.", flag_values=fv),
-    flags.DEFINE_integer("kv-heads", 2, "Key/value heads K (GQA when < N).", flag_values=fv),
-    flags.DEFINE_integer("head-dim", 64, "Head dimension D.", flag_values=fv),
-    flags.DEFINE_integer("batch", 1, "Training: batch rows B.", flag_values=fv),
+    flags.DEFINE_integer("kv_heads", 2, "Key/value heads K (GQA when < N).", flag_values=fv),
+    flags.DEFINE_integer("head_dim", 64, "Head dimension D.", flag_values=fv),
+    flags.DEFINE_integer("batch_size", 1, "Training: batch rows B.", flag_values=fv),
     flags.DEFINE_integer("block", 512, "Blockwise query and key tile size.", flag_values=fv),
     flags.DEFINE_integer("repeats", 3, "Timed calls per figure, after one warm-up call.", flag_values=fv),
     flags.DEFINE_integer("cache", 9216, "Decode: static cache slots.", flag_values=fv),
     flags.DEFINE_integer("filled", 1152, "Decode: slots filled so far (kv_length).", flag_values=fv),
-    flags.DEFINE_integer("decode-batch", 8, "Decode: rows.", flag_values=fv),
+    flags.DEFINE_integer("decode_batch_size", 8, "Decode: rows.", flag_values=fv),
     flags.DEFINE_integer(
-      "naive-run-max",
+      "naive_run_max",
       9216,
       "Run (time) naive only up to this T; above it, only its compiled memory is reported.",
       flag_values=fv,
@@ -66,7 +66,7 @@ def _args() -> SimpleNamespace:
   args = cli.namespace(_FLAGS)
   args.lengths = list(cli.integers("lengths", args.lengths))
   if not args.lengths or min(args.lengths) <= 0 or args.heads % args.kv_heads or not 0 < args.filled <= args.cache:
-    raise ValueError("need positive --lengths, --heads a multiple of --kv-heads, and 0 < --filled <= --cache")
+    raise ValueError("need positive --lengths, --heads a multiple of --kv_heads, and 0 < --filled <= --cache")
   return args
 
 
@@ -89,8 +89,8 @@ def _inputs(batch: int, t: int, s: int, heads: int, kv_heads: int, head_dim: int
 
 def training_figures(args: SimpleNamespace, t: int) -> dict:
   """fwd+bwd time and fwd / fwd+bwd temp of naive and blockwise at length t."""
-  q, k, v = _inputs(args.batch, t, t, args.heads, args.kv_heads, args.head_dim)
-  mask = jnp.ones((args.batch, t), bool).at[:, : t // 8].set(False)
+  q, k, v = _inputs(args.batch_size, t, t, args.heads, args.kv_heads, args.head_dim)
+  mask = jnp.ones((args.batch_size, t), bool).at[:, : t // 8].set(False)
   r = jnp.asarray(np.random.RandomState(1).randn(*q.shape), jnp.float32)
   impls = {
     "naive": lambda q, k, v: naive_attention(q, k, v, mask, 0),
@@ -120,10 +120,10 @@ def decode_figures(args: SimpleNamespace) -> dict:
   The query sits at the last filled slot and kv_length is the filled length: blockwise reads the filled blocks only,
   naive reads the whole cache either way.
   """
-  q, k, v = _inputs(args.decode_batch, 1, args.cache, args.heads, args.kv_heads, args.head_dim, seed=2)
+  q, k, v = _inputs(args.decode_batch_size, 1, args.cache, args.heads, args.kv_heads, args.head_dim, seed=2)
   out = {}
   for filled in (args.filled, args.cache):
-    mask = jnp.zeros((args.decode_batch, args.cache), bool).at[:, :filled].set(True)
+    mask = jnp.zeros((args.decode_batch_size, args.cache), bool).at[:, :filled].set(True)
     steps = {
       "blockwise": jax.jit(
         lambda q, k, v, o, mask=mask: blockwise_attention(q, k, v, mask, o, o + 1, block_q=1, block_k=args.block)
@@ -140,7 +140,7 @@ def main(argv: Sequence[str]) -> None:
   cli.no_arguments(argv)
   args = _args()
   print(
-    f"backend {jax.default_backend()}, B={args.batch} N={args.heads} K={args.kv_heads} D={args.head_dim} "
+    f"backend {jax.default_backend()}, B={args.batch_size} N={args.heads} K={args.kv_heads} D={args.head_dim} "
     f"block {args.block}, float32, causal + left padding, fwd+bwd = grad of Σ out·r wrt q, k, v"
   )
   print(f"{'T':>6} {'impl':>10} {'fwd temp MiB':>13} {'fwd+bwd temp MiB':>17} {'fwd+bwd s':>10} {'compile s':>10}")
@@ -163,7 +163,7 @@ def main(argv: Sequence[str]) -> None:
   )
   decode = decode_figures(args)
   print(
-    f"decode step, B={args.decode_batch}, 1 query over a {args.cache}-slot cache (ms): "
+    f"decode step, B={args.decode_batch_size}, 1 query over a {args.cache}-slot cache (ms): "
     + ", ".join(f"{name} {ms:.3f}" for name, ms in decode.items())
   )
   result = {

@@ -1,8 +1,8 @@
 """Decode throughput of `genenv_jax.generate` against transformers' `generate` (PyTorch, CPU) on tiny random models.
 
 Both frameworks run the same random Llama checkpoint (built with torch, saved with `save_pretrained`, loaded here by
-`gj.load_hf`) on the same prompts: greedy, KV cache, no EOS, exactly `--new-tokens` new tokens per row. A timed call
-is one whole `generate` (prefill of `--prompt-len` tokens plus the decode); tokens/s = batch * new tokens / seconds.
+`gj.load_hf`) on the same prompts: greedy, KV cache, no EOS, exactly `--new_tokens` new tokens per row. A timed call
+is one whole `generate` (prefill of `--prompt_len` tokens plus the decode); tokens/s = batch * new tokens / seconds.
 Each side gets one warm-up call first (for JAX it compiles; its wall time minus the best timed call is reported as
 compile time), then `--repeats` timed calls, of which the best and the median are kept. The ratio is ours over
 transformers, from the best calls. A decode-only rate is also reported: the best whole call minus the best call that
@@ -10,14 +10,14 @@ generates one token (prefill plus one step), over batch * (new tokens - 1). Gree
 position by position (float differences can make long greedy runs diverge; the fraction agreeing is reported).
 
 On a small shared CPU, torch's intra-op threads can be far slower than one thread when other processes hold cores;
---torch-threads 1 gives the single-thread baseline.
+--torch_threads 1 gives the single-thread baseline.
 
-Usage:  python -m genenv_jax.bench.sampler [--configs=1m,8m] [--batch-sizes=8,64] [--new-tokens=64]
-                                          [--prompt-len=32] [--repeats=3] [--torch-threads=N] [--quick]
+Usage:  python -m genenv_jax.bench.sampler [--configs=1m,8m] [--batch_sizes=8,64] [--new_tokens=64]
+                                          [--prompt_len=32] [--repeats=3] [--torch_threads=N] [--tiny]
 Prints a table, then one line `JSON: {...}` with every figure.
 
-Long-budget mode (`--long`, ours only, random weights): one greedy `generate` per budget in `--long-budgets`
-(default 1,024, 4,096 and 8,192 new tokens) and per KV cache kind in `--kv-caches` (auto = the compute dtype, int8),
+Long-budget mode (`--long`, ours only, random weights): one greedy `generate` per budget in `--long_budgets`
+(default 1,024, 4,096 and 8,192 new tokens) and per KV cache kind in `--kv_caches` (auto = the compute dtype, int8),
 no EOS. It prints decode tok/s at each budget and the per-step time as the cache fills: between two budgets N1 < N2,
 (t(N2) - t(N1)) / (N2 - N1), the cost of the steps from slot N1 to N2, so a step's cost growing with the filled
 length shows as a rising column.
@@ -57,7 +57,7 @@ MODEL_SPECS = {
   "8m": ModelSpec(hidden_size=256, num_layers=4, num_heads=8, num_kv_heads=8, intermediate_size=1024, vocab_size=8192),
   "tiny": ModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64, vocab_size=128),
 }
-QUICK = dict(configs=("tiny",), batch_sizes=(2,), new_tokens=4, prompt_len=8, repeats=1)
+TINY = dict(configs=("tiny",), batch_sizes=(2,), new_tokens=4, prompt_len=8, repeats=1)
 
 
 def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -66,46 +66,46 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   fv = flag_values
   _FLAGS = (
     flags.DEFINE_list("configs", ["1m", "8m"], f"Model configs, from {sorted(MODEL_SPECS)}.", flag_values=fv),
-    flags.DEFINE_list("batch-sizes", ["8", "64"], "Batch sizes.", flag_values=fv),
-    flags.DEFINE_integer("new-tokens", 64, "Tokens generated per row.", flag_values=fv),
-    flags.DEFINE_integer("prompt-len", 32, "Prompt tokens per row (no padding).", flag_values=fv),
+    flags.DEFINE_list("batch_sizes", ["8", "64"], "Batch sizes.", flag_values=fv),
+    flags.DEFINE_integer("new_tokens", 64, "Tokens generated per row.", flag_values=fv),
+    flags.DEFINE_integer("prompt_len", 32, "Prompt tokens per row (no padding).", flag_values=fv),
     flags.DEFINE_integer("repeats", 3, "Timed calls per measurement, after one warm-up.", flag_values=fv),
     flags.DEFINE_integer("seed", 0, "Seed of the random weights and prompts.", flag_values=fv),
-    flags.DEFINE_integer("torch-threads", 0, "torch.set_num_threads (0: the CPU core count).", flag_values=fv),
+    flags.DEFINE_integer("torch_threads", 0, "torch.set_num_threads (0: the CPU core count).", flag_values=fv),
     flags.DEFINE_boolean(
-      "quick", False, "Tiny model, batch 2, 4 new tokens, 1 repeat (the smoke test).", flag_values=fv
+      "tiny", False, "Tiny model, batch 2, 4 new tokens, 1 repeat (the smoke test).", flag_values=fv
     ),
     flags.DEFINE_boolean(
       "long", False, "Long-budget decode mode (ours only): see the module docstring.", flag_values=fv
     ),
-    flags.DEFINE_list("long-budgets", ["1024", "4096", "8192"], "--long: new-token budgets.", flag_values=fv),
-    flags.DEFINE_list("kv-caches", ["auto", "int8"], "--long: KV cache kinds (auto, int8).", flag_values=fv),
+    flags.DEFINE_list("long_budgets", ["1024", "4096", "8192"], "--long: new-token budgets.", flag_values=fv),
+    flags.DEFINE_list("kv_caches", ["auto", "int8"], "--long: KV cache kinds (auto, int8).", flag_values=fv),
   )
 
 
 def _args() -> SimpleNamespace:
-  """The flags' values, checked (ValueError naming the flag); --quick replaces the sizes with tiny ones."""
+  """The flags' values, checked (ValueError naming the flag); --tiny replaces the sizes with tiny ones."""
   args = cli.namespace(_FLAGS)
-  args.long_budgets = tuple(sorted(cli.integers("long-budgets", args.long_budgets)))
+  args.long_budgets = tuple(sorted(cli.integers("long_budgets", args.long_budgets)))
   args.kv_caches = tuple(k.strip() for k in args.kv_caches if k.strip())
-  if args.long and args.quick:
+  if args.long and args.tiny:
     args.long_budgets = (8, 16)
   args.configs = tuple(c.strip() for c in args.configs if c.strip())
-  args.batch_sizes = cli.integers("batch-sizes", args.batch_sizes)
-  if args.quick:
-    for name, value in QUICK.items():
+  args.batch_sizes = cli.integers("batch_sizes", args.batch_sizes)
+  if args.tiny:
+    for name, value in TINY.items():
       setattr(args, name, value)
   unknown = [c for c in args.configs if c not in MODEL_SPECS]
   if unknown:
     raise ValueError(f"unknown --configs {unknown}; choose from {sorted(MODEL_SPECS)}")
   if args.new_tokens <= 0 or args.prompt_len <= 0 or args.repeats <= 0 or not args.batch_sizes:
-    raise ValueError("--new-tokens, --prompt-len, --repeats and --batch-sizes must be positive")
+    raise ValueError("--new_tokens, --prompt_len, --repeats and --batch_sizes must be positive")
   if not args.long_budgets or min(args.long_budgets) <= 0:
-    raise ValueError("--long-budgets must be positive integers")
+    raise ValueError("--long_budgets must be positive integers")
   from genenv_jax.models.transformer import KV_CACHE_KINDS
 
   if not args.kv_caches or set(args.kv_caches) - set(KV_CACHE_KINDS):
-    raise ValueError(f"--kv-caches must name kinds from {', '.join(KV_CACHE_KINDS)}, got {args.kv_caches}")
+    raise ValueError(f"--kv_caches must name kinds from {', '.join(KV_CACHE_KINDS)}, got {args.kv_caches}")
   return args
 
 

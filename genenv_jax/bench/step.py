@@ -24,7 +24,7 @@ global-norm clipping and AdamW. Two comparisons, each ours / torch in tokens/s:
   agent update      the full agent_update vs torch doing the same work: a no-grad reference forward + M steps
 
 Usage:  python -m genenv_jax.bench.step [--config=default|smoke|VARIANT|FILE.py[:VARIANT]] [--repeats=N]
-                                        [--warm-start=F] [--tiny] [--fast-compile] [--devices=N] [--torch-threads=N]
+                                        [--warm_start=F] [--tiny] [--fast_compile] [--devices=N] [--torch_threads=N]
 --config is a variant of configs/default.py (default: none), or a config file as genenv_jax.main takes it.
 Prints a table, then one line `JSON: {...}` with every figure.
 """
@@ -66,7 +66,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     ),
     flags.DEFINE_integer("repeats", 10, "Timed calls per figure, after one warm-up call.", flag_values=fv),
     flags.DEFINE_float(
-      "warm-start",
+      "warm_start",
       1.0,
       "Fraction of the config's warm-start steps to run first (0: random models; sampling then runs the whole "
       "decode budget, since nothing emits EOS).",
@@ -74,14 +74,14 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     ),
     flags.DEFINE_boolean("tiny", False, "Shrink both models to one 32-wide layer (smoke tests).", flag_values=fv),
     flags.DEFINE_boolean(
-      "fast-compile",
+      "fast_compile",
       False,
       "Compile with XLA's cheap CPU pipeline (faster compiles, slower code: smoke tests only).",
       flag_values=fv,
     ),
     flags.DEFINE_integer("devices", 0, "Build the mesh on the first N devices (0: all).", flag_values=fv),
     flags.DEFINE_integer(
-      "torch-threads", 0, "torch.set_num_threads for the PyTorch reference (0: the CPU core count).", flag_values=fv
+      "torch_threads", 0, "torch.set_num_threads for the PyTorch reference (0: the CPU core count).", flag_values=fv
     ),
   )
 
@@ -90,7 +90,7 @@ def _args() -> SimpleNamespace:
   """The flags' values, checked (ValueError naming the flag)."""
   args = cli.namespace(_FLAGS)
   if args.repeats <= 0 or args.warm_start < 0:
-    raise ValueError(f"--repeats must be positive and --warm-start non-negative, got {args.repeats}, {args.warm_start}")
+    raise ValueError(f"--repeats must be positive and --warm_start non-negative, got {args.repeats}, {args.warm_start}")
   return args
 
 
@@ -117,7 +117,7 @@ def load_config(config: str, warm_start: float = 1.0, tiny: bool = False):
 # ---- timing ---------------------------------------------------------------------------------------------------------
 
 
-# --fast-compile: XLA's cheap CPU pipeline (about 3x faster to compile, slower code); for smoke tests only.
+# --fast_compile: XLA's cheap CPU pipeline (about 3x faster to compile, slower code); for smoke tests only.
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
@@ -455,7 +455,7 @@ def format_table(r: dict[str, Any]) -> str:
     "no-grad reference forward + M AdamW steps on the same mini-batches). The like-for-like row is one "
     "fwd+bwd+AdamW each (rl.updates.gradient_step vs torch), same loss (-adv x log pi, token mean). On a "
     "shared CPU torch's intra-op threads slow down sharply when other processes hold the cores: read the "
-    "(best) column beside the median, or rerun with --torch-threads 1."
+    "(best) column beside the median, or rerun with --torch_threads 1."
   )
   return "\n".join(lines)
 

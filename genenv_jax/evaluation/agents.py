@@ -130,12 +130,12 @@ class ModelAgent:
     if budget < 1:
       raise ValueError(
         f"max_new_tokens={settings.max_new_tokens} leaves no room for a prompt in the model's "
-        f"context of {context} tokens; lower --max-new-tokens"
+        f"context of {context} tokens; lower --max_new_tokens"
       )
     if settings.max_prompt_tokens is not None and settings.max_prompt_tokens > budget:
       raise ValueError(
         f"max_prompt_tokens={settings.max_prompt_tokens} + max_new_tokens={settings.max_new_tokens} "
-        f"exceeds the model's context of {context} tokens; lower --max-prompt-tokens to <= {budget}"
+        f"exceeds the model's context of {context} tokens; lower --max_prompt_tokens to <= {budget}"
       )
     self.model = model
     self.tokenizer = tokenizer

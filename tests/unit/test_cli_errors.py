@@ -8,8 +8,9 @@ import pytest
 from absl import flags
 from conftest import PROJECT_ROOT
 
-from genenv_jax import cli, evaluate, export
+from genenv_jax import cli, compare, evaluate, export, main, plan, sweep
 from genenv_jax.bench import attention, compile_depth, device, sampler, step
+from genenv_jax.data import __main__ as data_cli
 
 
 def run(*argv, timeout=120):
@@ -39,7 +40,7 @@ SMOKE = ["--config=configs/default.py:smoke", "--workdir=/nonexistent/never-crea
     (["genenv_jax.evaluate", "--benchmark=nope", "--agent=oracle"], "unknown benchmark 'nope'"),
     (["genenv_jax.evaluate", "--agent=oracle"], "Flag --benchmark must have a value"),
     (
-      ["genenv_jax.evaluate", "--benchmark=bamboogle", "--agent=oracle", "--data-dir=/nonexistent/data"],
+      ["genenv_jax.evaluate", "--benchmark=bamboogle", "--agent=oracle", "--data_dir=/nonexistent/data"],
       "Bamboogle data (bamboogle) is missing",
     ),
     (["genenv_jax.evaluate", "--benchmark=bamboogle", "--agent=oracle", "stray"], "unexpected arguments ['stray']"),
@@ -57,6 +58,7 @@ SMOKE = ["--config=configs/default.py:smoke", "--workdir=/nonexistent/never-crea
     ),
     (["genenv_jax.bench.device", "--bogus"], "Unknown command line flag 'bogus'"),
     (["genenv_jax.bench.device", "--chip=nosuch"], "unknown chip 'nosuch'"),
+    (["genenv_jax.data", "list", "nope"], "unknown dataset 'nope'; the datasets are: api_bank"),
   ],
 )
 def test_a_user_error_is_one_line_and_exit_2(argv, message):
@@ -79,7 +81,7 @@ def test_verbosity_asks_for_the_traceback(argv):
   assert proc.returncode != 0 and "Traceback" in proc.stderr
 
 
-@pytest.mark.parametrize("module", [evaluate, export, device])
+@pytest.mark.parametrize("module", [evaluate, export, data_cli, device])
 def test_help_describes_every_flag(module):
   """`--help` lists each of the command's flags with its help text (absl wraps the text; whitespace is ignored)."""
   defined = flags.FlagValues()
@@ -93,18 +95,31 @@ def test_help_describes_every_flag(module):
     assert "".join(flag.help.split()) in listed, (name, flag.help)
 
 
-COMMANDS = [evaluate, export, attention, compile_depth, device, sampler, step]
+COMMANDS = [evaluate, export, data_cli, attention, compile_depth, device, sampler, step]  # those cli.call runs
+EVERY_COMMAND = [main, plan, sweep, compare, *COMMANDS]
+
+
+def test_every_flag_name_has_one_spelling():
+  """Every command's flags are spelled with underscores (absl's convention, and the --config.key overrides'), never
+  dashes: an option shared by two commands (--fast_compile in plan and bench.step) is one name in both."""
+  dashed = {}
+  for module in EVERY_COMMAND:
+    defined = flags.FlagValues()
+    module._define_flags(defined)
+    assert list(defined), module.__name__
+    dashed.update({f"{module.__name__} --{name}": defined[name].help for name in defined if "-" in name})
+  assert dashed == {}
 
 
 def test_the_commands_flags_stay_out_of_absls_global_registry():
   """Importing every command (as pytest does) defines none of their flags; cli.call defines them on a fresh
   FlagValues each time, so commands with flags of the same name (--workdir, --model, --repeats) run one after the
   other in one process."""
-  assert not {"benchmark", "out", "lengths", "tiny", "configs", "warm-start"} & set(flags.FLAGS)
+  assert not {"benchmark", "out", "lengths", "tiny", "configs", "data_dir", "warm_start"} & set(flags.FLAGS)
   for module in COMMANDS:
     for _ in range(2):
       assert cli.call(module, ["--bogus"]) == 2
-  assert not {"benchmark", "out", "lengths", "tiny", "configs", "warm-start"} & set(flags.FLAGS)
+  assert not {"benchmark", "out", "lengths", "tiny", "configs", "data_dir", "warm_start"} & set(flags.FLAGS)
 
 
 def test_call_reports_user_errors_in_process(capsys):

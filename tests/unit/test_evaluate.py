@@ -56,9 +56,9 @@ def read_results(output: pathlib.Path) -> tuple[list[dict[str, Any]], dict[str, 
 
 
 def case_args(benchmark: str, split: str | None, limit: int, data: pathlib.Path, cache: pathlib.Path) -> list[str]:
-  args = ["--benchmark", benchmark, "--limit", str(limit), "--data-dir", str(data)]
+  args = ["--benchmark", benchmark, "--limit", str(limit), "--data_dir", str(data)]
   args += ["--split", split] if split else []
-  return args + (["--cache-dir", str(cache)] if benchmark == "alfworld" else [])
+  return args + (["--cache_dir", str(cache)] if benchmark == "alfworld" else [])
 
 
 def expected_ids(benchmark: str, split: str | None, limit: int, data: pathlib.Path, cache: pathlib.Path) -> list[str]:
@@ -124,9 +124,9 @@ def test_alfworld_episodes_oracle_wins(capsys, tmp_path, shared_data, alfworld_c
     "2",
     "--agent",
     "oracle",
-    "--data-dir",
+    "--data_dir",
     shared_data,
-    "--cache-dir",
+    "--cache_dir",
     alfworld_cache,
     "--output",
     out,
@@ -147,9 +147,9 @@ def test_predictions_are_scored(capsys, tmp_path, shared_data):
   good = tmp_path / "good.jsonl"
   good.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
   out, metrics = tmp_path / "scored.jsonl", tmp_path / "m.json"
-  common = ["--benchmark", "api_bank", "--split", "level-1", "--data-dir", shared_data]
+  common = ["--benchmark", "api_bank", "--split", "level-1", "--data_dir", shared_data]
   rc, stdout, _ = run(
-    capsys, *common, "--limit", "3", "--predictions", good, "--output", out, "--metrics-output", metrics
+    capsys, *common, "--limit", "3", "--predictions", good, "--output", out, "--metrics_output", metrics
   )
   assert rc == 0, stdout
   record = json.loads(metrics.read_text())
@@ -189,7 +189,7 @@ def test_bad_predictions_name_the_problem(capsys, tmp_path, shared_data, content
     "level-1",
     "--limit",
     "3",
-    "--data-dir",
+    "--data_dir",
     shared_data,
     "--predictions",
     path,
@@ -214,26 +214,26 @@ def test_bad_predictions_name_the_problem(capsys, tmp_path, shared_data, content
   ],
 )
 def test_bad_inputs_give_clear_errors(capsys, shared_data, argv, message):
-  rc, _, err = run(capsys, *argv, "--data-dir", shared_data)
+  rc, _, err = run(capsys, *argv, "--data_dir", shared_data)
   assert rc == 2 and err.startswith("genenv_jax.evaluate: error: ") and message in err
 
 
 def test_missing_data_dirs(capsys, monkeypatch, tmp_path):
-  rc, _, err = run(capsys, "--benchmark", "bamboogle", "--agent", "oracle", "--data-dir", tmp_path / "absent")
+  rc, _, err = run(capsys, "--benchmark", "bamboogle", "--agent", "oracle", "--data_dir", tmp_path / "absent")
   assert rc == 2 and "Bamboogle data (bamboogle) is missing" in err and "absent does not exist" in err
-  rc, _, err = run(capsys, "--benchmark", "bamboogle", "--agent", "oracle", "--data-dir", tmp_path)
+  rc, _, err = run(capsys, "--benchmark", "bamboogle", "--agent", "oracle", "--data_dir", tmp_path)
   assert rc == 2 and "Bamboogle data (bamboogle) is missing" in err
-  assert f"python -m genenv_jax.data fetch bamboogle --data-dir {tmp_path}" in err
-  monkeypatch.setenv("GENENV_DATA", str(tmp_path / "env_data"))  # no --data-dir: the resolver's next choice
+  assert f"python -m genenv_jax.data fetch bamboogle --data_dir {tmp_path}" in err
+  monkeypatch.setenv("GENENV_DATA", str(tmp_path / "env_data"))  # no --data_dir: the resolver's next choice
   rc, _, err = run(capsys, "--benchmark", "bamboogle", "--agent", "oracle")
-  assert rc == 2 and f"--data-dir {tmp_path / 'env_data'}" in err
+  assert rc == 2 and f"--data_dir {tmp_path / 'env_data'}" in err
 
 
 def test_model_without_tokenizer_or_run(capsys, tmp_path, shared_data):
   (tmp_path / "config.json").write_text("{}")
-  rc, _, err = run(capsys, "--benchmark", "bamboogle", "--model", tmp_path, "--data-dir", shared_data)
+  rc, _, err = run(capsys, "--benchmark", "bamboogle", "--model", tmp_path, "--data_dir", shared_data)
   assert rc == 2 and "no tokenizer" in err and "--tokenizer PATH" in err
-  rc, _, err = run(capsys, "--benchmark", "bamboogle", "--workdir", tmp_path, "--data-dir", shared_data)
+  rc, _, err = run(capsys, "--benchmark", "bamboogle", "--workdir", tmp_path, "--data_dir", shared_data)
   assert rc == 2 and "is not a training run" in err
 
 
@@ -276,7 +276,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
   return out
 
 
-MODEL_FLAGS = ("--max-new-tokens", "8", "--max-prompt-tokens", "96", "--batch-size", "3")  # 2 items + 1 filler row
+MODEL_FLAGS = ("--max_new_tokens", "8", "--max_prompt_tokens", "96", "--batch_size", "3")  # 2 items + 1 filler row
 
 
 @pytest.mark.parametrize(
@@ -319,12 +319,12 @@ def test_tiny_model_overlong_skip_and_budget_errors(capsys, tmp_path, shared_dat
     "simple_python",
     "--limit",
     "2",
-    "--data-dir",
+    "--data_dir",
     shared_data,
     "--model",
     tiny_model,
     *MODEL_FLAGS[:2],
-    "--max-prompt-tokens",
+    "--max_prompt_tokens",
     "16",
     "--overlong",
     "skip",
@@ -340,13 +340,13 @@ def test_tiny_model_overlong_skip_and_budget_errors(capsys, tmp_path, shared_dat
     "bamboogle",
     "--limit",
     "1",
-    "--data-dir",
+    "--data_dir",
     shared_data,
     "--model",
     tiny_model,
-    "--max-new-tokens",
+    "--max_new_tokens",
     "8",
-    "--max-prompt-tokens",
+    "--max_prompt_tokens",
     "600",
   )
   assert rc == 2 and "exceeds the model's context of 512 tokens" in err and "<= 504" in err
@@ -396,11 +396,11 @@ def test_workdir_checkpoint_end_to_end(capsys, monkeypatch, tmp_path, shared_dat
     "bamboogle",
     "--limit",
     "2",
-    "--data-dir",
+    "--data_dir",
     shared_data,
     "--workdir",
     tmp_path / "run",
-    "--max-new-tokens",
+    "--max_new_tokens",
     "4",
     "--output",
     out,
@@ -423,7 +423,7 @@ def test_output_with_a_lone_surrogate_is_written_whole_and_reads_back(capsys, tm
   )
   out = tmp_path / "scored.jsonl"
   rc, stdout, _ = run(
-    capsys, "--benchmark", "api_bank", "--split", "level-1", "--data-dir", shared_data, "--limit", "2",
+    capsys, "--benchmark", "api_bank", "--split", "level-1", "--data_dir", shared_data, "--limit", "2",
     "--predictions", predictions, "--output", out,
   )  # fmt: skip
   assert rc == 0 and "overall/accuracy" in stdout
@@ -445,7 +445,7 @@ def test_a_failed_write_prints_the_metrics_and_keeps_the_previous_file(capsys, m
 
   monkeypatch.setattr(evaluate.os, "fsync", disk_full)
   rc, stdout, stderr = run(
-    capsys, "--benchmark", "api_bank", "--split", "level-1", "--data-dir", shared_data, "--limit", "2",
+    capsys, "--benchmark", "api_bank", "--split", "level-1", "--data_dir", shared_data, "--limit", "2",
     "--predictions", predictions, "--output", out,
   )  # fmt: skip
   assert rc == 1
@@ -456,7 +456,7 @@ def test_a_failed_write_prints_the_metrics_and_keeps_the_previous_file(capsys, m
 
 
 def test_predictions_that_are_a_directory_or_not_utf8_are_named(capsys, tmp_path, shared_data):
-  common = ["--benchmark", "api_bank", "--split", "level-1", "--data-dir", shared_data]
+  common = ["--benchmark", "api_bank", "--split", "level-1", "--data_dir", shared_data]
   rc, _, stderr = run(capsys, *common, "--predictions", tmp_path)
   assert rc == 2 and f"--predictions {tmp_path} is a directory" in stderr
   latin1 = tmp_path / "latin1.jsonl"

@@ -35,9 +35,10 @@ BENCHMARK_EXCEPTIONS = {
 
 
 def room_of(module: str) -> str:
-  """genenv_jax.a.b.c -> its room: 'models', 'benchmarks.bfcl', '<commands>' (root modules, bench/, scripts/)."""
+  """genenv_jax.a.b.c -> its room: 'models', 'benchmarks.bfcl', '<commands>' (root modules, bench/, scripts/, and a
+  room's __main__, the command `python -m genenv_jax.ROOM`)."""
   parts = module.split(".")[1:]
-  if not parts or parts[0] in ("bench", "scripts") or not (PACKAGE / parts[0]).is_dir():
+  if not parts or parts[0] in ("bench", "scripts") or parts[-1] == "__main__" or not (PACKAGE / parts[0]).is_dir():
     return "<commands>"
   if parts[0] == "benchmarks" and len(parts) > 2 and (PACKAGE / "benchmarks" / parts[1]).is_dir():
     return f"benchmarks.{parts[1]}"

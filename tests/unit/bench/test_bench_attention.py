@@ -13,13 +13,13 @@ from genenv_jax.bench import attention as bench
 ARGS = [
   "--lengths=64,256",
   "--heads=2",
-  "--kv-heads=1",
-  "--head-dim=8",
+  "--kv_heads=1",
+  "--head_dim=8",
   "--block=32",
   "--repeats=1",
   "--cache=256",
   "--filled=40",
-  "--decode-batch=2",
+  "--decode_batch_size=2",
 ]
 
 
@@ -38,7 +38,7 @@ def test_tiny_benchmark_reports_figures_and_linear_blockwise_memory(capsys):
 
 
 def test_bad_arguments_are_named(capsys):
-  assert cli.call(bench, ["--heads=3", "--kv-heads=2"]) == 2
-  assert "--heads a multiple of --kv-heads" in capsys.readouterr().err
+  assert cli.call(bench, ["--heads=3", "--kv_heads=2"]) == 2
+  assert "--heads a multiple of --kv_heads" in capsys.readouterr().err
   assert cli.call(bench, ["--lengths=64,x"]) == 2
   assert "--lengths takes integers" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""Smoke test of the sampler benchmark: --quick mode runs both frameworks and reports finite positive figures."""
+"""Smoke test of the sampler benchmark: --tiny mode runs both frameworks and reports finite positive figures."""
 
 import math
 
@@ -12,13 +12,13 @@ from genenv_jax import cli  # noqa: E402
 from genenv_jax.bench import sampler  # noqa: E402
 
 
-def test_quick_benchmark_reports_finite_positive_figures(capsys):
-  assert cli.call(sampler, ["--quick"]) == 0
+def test_tiny_benchmark_reports_finite_positive_figures(capsys):
+  assert cli.call(sampler, ["--tiny"]) == 0
   printed = capsys.readouterr().out
   assert "tokens agree" in printed and "ratio" in printed
   result = json_result(printed)  # its one JSON line
   rows = result["rows"]
-  assert [(r["config"], r["batch"]) for r in rows] == [("tiny", b) for b in sampler.QUICK["batch_sizes"]]
+  assert [(r["config"], r["batch"]) for r in rows] == [("tiny", b) for b in sampler.TINY["batch_sizes"]]
   for r in rows:
     for name in ("ours_tok_s", "hf_tok_s", "ratio", "ours_tok_s_median", "hf_tok_s_median"):
       assert math.isfinite(r[name]) and r[name] > 0, (name, r[name])
@@ -29,7 +29,7 @@ def test_quick_benchmark_reports_finite_positive_figures(capsys):
 
 
 def test_long_budget_mode_reports_rates_and_per_step_times_per_cache_kind(capsys):
-  assert cli.call(sampler, ["--long", "--quick"]) == 0
+  assert cli.call(sampler, ["--long", "--tiny"]) == 0
   printed = capsys.readouterr().out
   result = json_result(printed)
   assert "step ms" in printed and result["mode"] == "long"

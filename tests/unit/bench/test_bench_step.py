@@ -1,6 +1,6 @@
 """Smoke test of the step benchmark: the smoke config with tiny models, one repeat; every figure finite and positive.
 
-Not a timing assertion. --fast-compile (XLA's cheap CPU pipeline) keeps the compiles, most of the run, short.
+Not a timing assertion. --fast_compile (XLA's cheap CPU pipeline) keeps the compiles, most of the run, short.
 """
 
 import math
@@ -18,9 +18,9 @@ ARGS = [
   "--config=smoke",
   "--tiny",
   "--repeats=1",
-  "--warm-start=0",
-  "--fast-compile",
-  "--torch-threads=1",
+  "--warm_start=0",
+  "--fast_compile",
+  "--torch_threads=1",
   "--devices=1",
 ]
 

@@ -714,7 +714,7 @@ def _write_predictions(path, items, output):
 
 
 def test_evaluate_bfcl_mode_flag(items, shared_data, tmp_path, capsys):
-  """`evaluate --bfcl-mode`: fenced oracle answers fail officially and pass leniently; the mode is in the record."""
+  """`evaluate --bfcl_mode`: fenced oracle answers fail officially and pass leniently; the mode is in the record."""
   from genenv_jax import cli, evaluate  # pylint: disable=import-outside-toplevel
 
   chosen = [i for i in items if i.split == "simple_python"][:3]
@@ -730,14 +730,14 @@ def test_evaluate_bfcl_mode_flag(items, shared_data, tmp_path, capsys):
       "simple_python",
       "--limit",
       "3",
-      "--data-dir",
+      "--data_dir",
       str(shared_data),
       "--predictions",
       str(predictions),
       "--output",
       str(out),
       "--quiet",
-    ] + (["--bfcl-mode", mode] if mode else [])
+    ] + (["--bfcl_mode", mode] if mode else [])
     assert cli.call(evaluate, argv) == 0, capsys.readouterr().err
     record = json.loads(out.with_suffix(".metrics.json").read_text())
     assert record["bfcl_mode"] == (mode or "official")
@@ -745,9 +745,9 @@ def test_evaluate_bfcl_mode_flag(items, shared_data, tmp_path, capsys):
   assert accuracy == {None: 0.0, "official": 0.0, "lenient": 1.0}
   rc = cli.call(
     evaluate,
-    ["--benchmark", "bamboogle", "--agent", "oracle", "--bfcl-mode", "lenient", "--data-dir", str(shared_data)],
+    ["--benchmark", "bamboogle", "--agent", "oracle", "--bfcl_mode", "lenient", "--data_dir", str(shared_data)],
   )
-  assert rc == 2 and "--bfcl-mode is for --benchmark bfcl only" in capsys.readouterr().err
+  assert rc == 2 and "--bfcl_mode is for --benchmark bfcl only" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("parse", [bfcl_source.parse_java, bfcl_source.parse_js])

@@ -24,6 +24,7 @@ import pytest
 from conftest import PROJECT_ROOT
 
 from genenv_jax import cli, data, evaluate
+from genenv_jax.data import __main__ as data_cli
 from genenv_jax.data import fetch as fetching
 from genenv_jax.data import location
 from genenv_jax.data.__main__ import list_datasets, record_digests
@@ -73,7 +74,7 @@ def _run_cli(*args: str, env: dict[str, str] | None = None, timeout: int = 120) 
 def test_resolver_order(monkeypatch, tmp_path):
   monkeypatch.setenv("GENENV_DATA", str(tmp_path / "env"))
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-  assert data.resolve_data_dir(str(tmp_path / "flag")) == tmp_path / "flag"  # --data-dir / config.domain.data_dir
+  assert data.resolve_data_dir(str(tmp_path / "flag")) == tmp_path / "flag"  # --data_dir / config.domain.data_dir
   assert data.resolve_data_dir("") == tmp_path / "env"  # an empty config value is "not set"
   monkeypatch.delenv("GENENV_DATA")
   assert data.resolve_data_dir(None) == tmp_path / "xdg" / "genenv_jax" / "data"
@@ -127,7 +128,7 @@ def test_require_names_dataset_file_and_fix(shared_data, tmp_path):
   msg = str(e.value)
   assert "Bamboogle data (bamboogle) is missing" in msg and str(absent / "bamboogle") in msg
   assert f"the data directory {absent} does not exist" in msg
-  assert f"python -m genenv_jax.data fetch bamboogle --data-dir {absent}" in msg
+  assert f"python -m genenv_jax.data fetch bamboogle --data_dir {absent}" in msg
   copy = tmp_path / "copy"
   shutil.copytree(shared_data / "bamboogle", copy / "bamboogle")
   data.require(copy, ["bamboogle"])
@@ -137,7 +138,7 @@ def test_require_names_dataset_file_and_fix(shared_data, tmp_path):
   with pytest.raises(data.DataMissingError) as e:  # every incomplete dataset, missing or corrupt, in one command
     data.require(copy, ["tool_calling_seed", "bamboogle"])
   assert "(tool_calling_seed) is missing" in str(e.value)
-  assert str(e.value).endswith(f"fetch tool_calling_seed bamboogle --data-dir {copy}")
+  assert str(e.value).endswith(f"fetch tool_calling_seed bamboogle --data_dir {copy}")
   with pytest.raises(ValueError, match="unknown dataset 'nope'; the datasets are: api_bank"):
     data.require(copy, ["nope"])
 
@@ -293,20 +294,20 @@ def test_fresh_clone_fetch_from_copy_then_evaluate_api_bank(shared_data, tmp_pat
   copy = tmp_path / "copy"
   shutil.copytree(shared_data / "api_bank", copy / "api_bank")
   dest = tmp_path / "data"
-  proc = _run_cli("genenv_jax.data", "fetch", "api_bank", "--from", str(copy), "--data-dir", str(dest))
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  assert "6 installed, 0 already present, 0 quarantined, 0 failed" in proc.stdout
-  listing = _run_cli("genenv_jax.data", "list", "--data-dir", str(dest))
-  assert listing.returncode == 0 and re.search(r"api_bank +API-Bank +present +6/6", listing.stdout), listing.stdout
-  assert re.search(r"bfcl +BFCL v4 +missing +0/40", listing.stdout)
-  monkeypatch.setenv("GENENV_DATA", str(dest))  # found through the resolver: no --data-dir
+  assert cli.call(data_cli, ["fetch", "api_bank", "--from", copy, "--data_dir", dest]) == 0
+  assert "6 installed, 0 already present, 0 quarantined, 0 failed" in capsys.readouterr().out
+  assert cli.call(data_cli, ["list", "--data_dir", dest]) == 0
+  listing = capsys.readouterr().out
+  assert re.search(r"api_bank +API-Bank +present +6/6", listing), listing
+  assert re.search(r"bfcl +BFCL v4 +missing +0/40", listing)
+  monkeypatch.setenv("GENENV_DATA", str(dest))  # found through the resolver: no --data_dir
   out = tmp_path / "oracle.jsonl"
   assert cli.call(evaluate, ["--benchmark", "api_bank", "--agent", "oracle", "--output", str(out), "--quiet"]) == 0
   # the oracle's outputs are the gold calls; scored again as a predictions file they are all correct
   assert (
     cli.call(
       evaluate,
-      ["--benchmark", "api_bank", "--predictions", str(out), "--quiet", "--metrics-output", str(tmp_path / "m.json")],
+      ["--benchmark", "api_bank", "--predictions", str(out), "--quiet", "--metrics_output", str(tmp_path / "m.json")],
     )
     == 0
   )
@@ -318,7 +319,31 @@ def test_fresh_clone_fetch_from_copy_then_evaluate_api_bank(shared_data, tmp_pat
   assert cli.call(evaluate, ["--benchmark", "bamboogle", "--agent", "oracle"]) == 2
   err = capsys.readouterr().err
   assert err.count("\n") == 1 and "Bamboogle data (bamboogle) is missing" in err
-  assert f"python -m genenv_jax.data fetch bamboogle --data-dir {tmp_path / 'nothing'}" in err
+  assert f"python -m genenv_jax.data fetch bamboogle --data_dir {tmp_path / 'nothing'}" in err
+
+
+def test_data_command_errors(shared_data, tmp_path, capsys):
+  """A bad command, an unknown dataset or a copy that cannot be used is one `error:` line and exit status 2; files
+  that fail their checks are named one per line, exit status 1."""
+  dest = tmp_path / "data"
+  for argv, message in [
+    ([], "give a command: fetch | list | manifest (then dataset names, optional)"),
+    (["fetch", "nope", "--data_dir", dest], "unknown dataset 'nope'; the datasets are: api_bank, tool_calling_seed"),
+    (["manifest", "--output", tmp_path / "m.json"], "manifest needs --from DIR, the copy whose digests to record"),
+    (["fetch", "bamboogle", "--from", dest, "--data_dir", dest], f"--from {dest} is not a directory"),
+  ]:
+    assert cli.call(data_cli, argv) == 2, argv
+    err = capsys.readouterr().err
+    assert err.startswith("genenv_jax.data: error: ") and message in err and err.count("\n") == 1, err
+  copy = tmp_path / "copy"  # a copy without tool_calling_seed: `manifest` records nothing from it
+  shutil.copytree(shared_data / "bamboogle", copy / "bamboogle")
+  assert cli.call(data_cli, ["manifest", "--from", copy, "--output", tmp_path / "m.json"]) == 2
+  assert "not found; the copy must hold every file of the manifest" in capsys.readouterr().err
+  assert not (tmp_path / "m.json").exists()
+  (copy / "bamboogle" / "data.json").write_text("[]")  # a corrupt file in the copy is never installed
+  assert cli.call(data_cli, ["fetch", "bamboogle", "--from", copy, "--data_dir", dest]) == 1
+  assert "error: bamboogle/data.json: " in capsys.readouterr().err
+  assert not (dest / "bamboogle" / "data.json").exists()
 
 
 def test_main_without_data_exits_2_with_the_fix(tmp_path):
@@ -330,7 +355,7 @@ def test_main_without_data_exits_2_with_the_fix(tmp_path):
   assert "Traceback" not in proc.stderr
   assert "Bamboogle data (bamboogle) is missing" in proc.stderr
   # the bamboogle training domain also reads the TravelPlanner tables (its seed questions): one command fetches both
-  assert f"python -m genenv_jax.data fetch bamboogle travelplanner --data-dir {tmp_path / 'empty'}" in proc.stderr
+  assert f"python -m genenv_jax.data fetch bamboogle travelplanner --data_dir {tmp_path / 'empty'}" in proc.stderr
 
 
 def test_plan_without_data_plans_a_stand_in_and_says_so(tmp_path):

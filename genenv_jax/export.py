@@ -1,4 +1,4 @@
-"""CLI: python -m genenv_jax.export --workdir=RUN --out=DIR [--model=agent|env] [--overwrite]
+"""CLI: python -m genenv_jax.export --workdir=RUN --out=DIR [--role=agent|env] [--overwrite]
 
 Writes the trained agent (or env) of a run's latest checkpoint as an HF checkpoint directory (config.json +
 safetensors) that transformers' `from_pretrained`, and so any HF-compatible server, loads. When the run used an HF
@@ -52,7 +52,9 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
       "workdir", None, "A training run's workdir (summary.json + checkpoints/).", flag_values=flag_values
     ),
     flags.DEFINE_string("out", None, "The HF checkpoint directory to write.", flag_values=flag_values),
-    flags.DEFINE_enum("model", "agent", ["agent", "env"], "Which model of the run to export.", flag_values=flag_values),
+    flags.DEFINE_enum(
+      "role", "agent", ["agent", "env"], "Which of the run's two models to export.", flag_values=flag_values
+    ),
     flags.DEFINE_boolean("overwrite", False, "Replace --out when it exists and is not empty.", flag_values=flag_values),
   )
   flags.mark_flags_as_required(["workdir", "out"], flag_values=flag_values)
@@ -70,7 +72,7 @@ def main(argv: Sequence[str]) -> None:
     raise ValueError(f"--out {out} is a file; give a directory")
   if out.is_dir() and any(out.iterdir()) and not args.overwrite:
     raise ValueError(f"--out {out} is not empty; pass --overwrite to replace it, or choose a new directory")
-  model, tokenizer, step = load_workdir(args.workdir, which=args.model)
+  model, tokenizer, step = load_workdir(args.workdir, which=args.role)
   out.parent.mkdir(parents=True, exist_ok=True)
   staging = pathlib.Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.export-"))
   try:
@@ -80,7 +82,7 @@ def main(argv: Sequence[str]) -> None:
   except BaseException:
     shutil.rmtree(staging, ignore_errors=True)
     raise
-  print(f"wrote the {args.model} at step {step} to {out} (tokenizer files: {', '.join(copied) or 'none'})")
+  print(f"wrote the {args.role} at step {step} to {out} (tokenizer files: {', '.join(copied) or 'none'})")
 
 
 def replace_directory(new: pathlib.Path, target: pathlib.Path) -> None:

@@ -53,8 +53,8 @@ SMOKE = ["--config=configs/default.py:smoke", "--workdir=/nonexistent/never-crea
       "--workdir /nonexistent/run is not a training run",
     ),
     (
-      ["genenv_jax.export", "--workdir=/nonexistent/run", "--out=/nonexistent/hf", "--model=critic"],
-      "flag --model=critic: value should be one of <agent|env>",
+      ["genenv_jax.export", "--workdir=/nonexistent/run", "--out=/nonexistent/hf", "--role=critic"],
+      "flag --role=critic: value should be one of <agent|env>",
     ),
     (["genenv_jax.bench.device", "--bogus"], "Unknown command line flag 'bogus'"),
     (["genenv_jax.bench.device", "--chip=nosuch"], "unknown chip 'nosuch'"),

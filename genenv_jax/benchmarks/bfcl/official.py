@@ -44,17 +44,12 @@ from typing import Any, Callable, Mapping, Sequence
 from genenv_jax.benchmarks.bfcl import convert as bfcl_convert
 from genenv_jax.benchmarks.bfcl.checker import PYTHON_TYPES  # BFCL's declared type names -> Python types
 from genenv_jax.benchmarks.bfcl.source import SourceSyntaxError, parse_java, parse_js
+from genenv_jax.benchmarks.parsing.tool_calls import ARITHMETIC_OPS
 
 MAX_TEXT = 200_000
 _STANDARDIZE = re.compile(r"[ ,./\-_*^]")
 _BIN_OPS: dict[type, Callable[[Any, Any], Any]] = {
-  ast.Add: operator.add,
-  ast.Sub: operator.sub,
-  ast.Mult: operator.mul,
-  ast.Div: operator.truediv,
-  ast.FloorDiv: operator.floordiv,
-  ast.Mod: operator.mod,
-  ast.Pow: operator.pow,
+  **ARITHMETIC_OPS,
   ast.LShift: operator.lshift,
   ast.RShift: operator.rshift,
   ast.BitOr: operator.or_,

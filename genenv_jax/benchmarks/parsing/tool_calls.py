@@ -43,7 +43,7 @@ from genenv_jax.benchmarks.parsing.source_scan import (
 _FENCE = re.compile(r"^```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)\n?```$", re.DOTALL)
 _API_REQUEST = re.compile(r"API-Request:[ \t]*(.*)")
 _REQUEST_CALL = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*\((.*)\)\s*$", re.DOTALL)
-_BIN_OPS = {
+ARITHMETIC_OPS = {  # the binary operators a literal argument may use (BFCL's checker adds the bitwise ones)
   ast.Add: operator.add,
   ast.Sub: operator.sub,
   ast.Mult: operator.mul,
@@ -191,14 +191,14 @@ def _literal(node: ast.AST) -> Any:
     if not _number(operand):
       raise _Malformed("unary sign on a non-number")
     return -operand if isinstance(node.op, ast.USub) else operand
-  if isinstance(node, ast.BinOp) and type(node.op) in _BIN_OPS:
+  if isinstance(node, ast.BinOp) and type(node.op) in ARITHMETIC_OPS:
     left, right = _literal(node.left), _literal(node.right)
     if not (_number(left) and _number(right)):
       return ast.unparse(node)
     if isinstance(node.op, ast.Pow) and (abs(right) > 64 or abs(left) > 1e6):
       raise _Malformed("exponent too large")
     try:
-      result = _BIN_OPS[type(node.op)](left, right)
+      result = ARITHMETIC_OPS[type(node.op)](left, right)
     except (ArithmeticError, ValueError):
       raise _Malformed("arithmetic error") from None
     if isinstance(result, complex) or (isinstance(result, float) and not math.isfinite(result)):

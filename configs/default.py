@@ -8,7 +8,7 @@ Variants (`--config=configs/default.py:VARIANT`, composable left to right with '
             tasks only (pools.env_seed_mix = (1, 0, 0)): no α signal reaches it.
   random_pooled  the env never trained, but its seeds drawn as GenEnv's are, from D_env, which holds the tasks that
             passed the α band: the α signal reaches this env through its seeds (the `random` of sessions before
-            2026-12-04; README, "GenEnv against its ablations").
+            2026-12-04; README, "What the default shows").
   static    static augmentation: the env generates once after warm start, then only replay.
   grpo      plain GRPO on the seed tasks, no env.
   pg        the env trained with GRPO on R_env (K samples per seed) instead of RWR.

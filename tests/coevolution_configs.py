@@ -1,8 +1,11 @@
-"""A tiny co-evolution config for tests: the smoke variant with even smaller models and warm start."""
+"""Test helpers: a tiny co-evolution config (the smoke variant with even smaller models and warm start), and the demo's
+arithmetic domain on the shipped tokenizer."""
 
 import ml_collections
 
 from configs.default import get_config
+from genenv_jax.models.tokenizer import load_tokenizer
+from genenv_jax.tasks.arithmetic.domain import ArithmeticDomain
 
 
 def tiny_config(**overrides) -> ml_collections.ConfigDict:
@@ -26,3 +29,8 @@ def tiny_config(**overrides) -> ml_collections.ConfigDict:
         node = node[part]
       node[leaf] = value
   return c
+
+
+def arithmetic_domain(**overrides) -> ArithmeticDomain:
+  """The demo's arithmetic domain on the shipped tokenizer, any field overridable."""
+  return ArithmeticDomain(load_tokenizer(), **overrides)

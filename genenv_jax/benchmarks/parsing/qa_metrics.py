@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import re
 import string
-from typing import Callable, Sequence
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -49,8 +48,3 @@ def token_f1(prediction: str, gold: str) -> float:
   precision = num_same / len(pred_tokens)
   recall = num_same / len(gold_tokens)
   return 2.0 * precision * recall / (precision + recall)
-
-
-def max_over_golds(metric: Callable[[str, str], float], prediction: str, golds: Sequence[str]) -> float:
-  """SQuAD v1.1 `metric_max_over_ground_truths`: the best score of `prediction` against any gold (0.0 if none)."""
-  return max((float(metric(prediction, gold)) for gold in golds), default=0.0)

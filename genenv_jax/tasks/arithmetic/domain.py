@@ -25,7 +25,6 @@ there difficulty is simply the number of '+' signs.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -394,10 +393,3 @@ class ArithmeticDomain:
 
   def heldout_expressions(self) -> list[str]:
     return self._expressions()[1]
-
-
-def default_domain(**overrides: Any) -> ArithmeticDomain:
-  """The demo domain on the shipped tokenizer (`load_tokenizer()`), any field overridable."""
-  from genenv_jax.models.tokenizer import load_tokenizer
-
-  return ArithmeticDomain(load_tokenizer(), **overrides)

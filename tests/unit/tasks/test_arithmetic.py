@@ -9,9 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from coevolution_configs import arithmetic_domain
 
 from genenv_jax.tasks.arithmetic import host as arithmetic_host
-from genenv_jax.tasks.arithmetic.domain import ArithmeticDomain, default_domain
+from genenv_jax.tasks.arithmetic.domain import ArithmeticDomain
 from genenv_jax.tasks.base import TaskBatch
 
 FIELDS = ("prompt_ids", "prompt_mask", "spec", "difficulty", "valid")
@@ -19,7 +20,7 @@ FIELDS = ("prompt_ids", "prompt_mask", "spec", "difficulty", "valid")
 
 @pytest.fixture(scope="module")
 def domain() -> ArithmeticDomain:
-  return default_domain()
+  return arithmetic_domain()
 
 
 @pytest.fixture(scope="module")
@@ -229,8 +230,8 @@ def test_seed_and_heldout_pools(domain, verify):
   seed_set, heldout_set = set(domain.seed_expressions()), set(domain.heldout_expressions())
   assert len(heldout_set) == domain.num_heldout and not seed_set & heldout_set  # held-out: distinct, never a seed
   assert len(seed_set) >= 0.9 * domain.num_seeds  # seeds may repeat only where a level has few distinct tasks
-  assert domain.seed_expressions() == default_domain().seed_expressions()  # deterministic in the seed
-  assert domain.seed_expressions() != default_domain(seed=1).seed_expressions()
+  assert domain.seed_expressions() == arithmetic_domain().seed_expressions()  # deterministic in the seed
+  assert domain.seed_expressions() != arithmetic_domain(seed=1).seed_expressions()
 
 
 def test_parse_reproduces_seed_rows(domain, parse):
@@ -300,7 +301,7 @@ def test_host_difficulty_definition():
 @pytest.fixture(scope="module")
 def sums() -> ArithmeticDomain:
   """A small version of the demo family: sums of 3..6 single digits, seeds mostly easy, lengths automatic."""
-  return default_domain(
+  return arithmetic_domain(
     min_operands=3,
     max_operands=6,
     max_digits=1,
@@ -341,7 +342,7 @@ def test_operator_subset_and_operand_range(sums):
   tasks = jax.jit(sums.parse_env_output)(ids, mask)
   assert_same_tasks(tasks, sums.parse_env_output_host(ids, mask))
   assert 100 < int(np.asarray(tasks.valid).sum()) < 500
-  times_only = default_domain(max_operands=3, max_digits=1, operators="*", num_seeds=4, num_heldout=4)
+  times_only = arithmetic_domain(max_operands=3, max_digits=1, operators="*", num_seeds=4, num_heldout=4)
   assert times_only.levels == (2, 3)  # every task uses '*': one operator + 1 is the easiest level
   assert set(times_only.seed_tasks()["difficulty"].tolist()) == {2.0, 3.0}
 

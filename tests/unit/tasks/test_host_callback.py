@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from coevolution_configs import arithmetic_domain
 
 from genenv_jax.parallel.sharding import batch_sharding, make_mesh
-from genenv_jax.tasks.arithmetic.domain import default_domain
 from genenv_jax.tasks.host_callback import host_map, wait_for_host_callbacks
 
 
@@ -82,7 +82,7 @@ def test_vmap_over_host_map_calls_per_element():
 
 
 def test_host_verifier_on_mesh_matches_pure_jax(mesh):
-  jax_domain = default_domain()
+  jax_domain = arithmetic_domain()
   host_domain = dataclasses.replace(jax_domain, verifier="host")
   seeds = jax_domain.seed_tasks()
   batch = 48

@@ -42,16 +42,23 @@ The end-of-run summary (genenv_jax/reporting/summary_report.py) states whether t
 import ml_collections
 
 
+def model_shape(hidden: int, layers: int, heads: int, kv_heads: int, mlp: int) -> dict:
+  """The shape fields of a random decoder's config (head_dim = hidden / heads)."""
+  return dict(
+    hidden_size=hidden,
+    intermediate_size=mlp,
+    num_layers=layers,
+    num_heads=heads,
+    num_kv_heads=kv_heads,
+    head_dim=hidden // heads,
+  )
+
+
 def model_config(hidden: int = 64, layers: int = 2, heads: int = 4, kv_heads: int = 2, mlp: int = 256):
   return ml_collections.ConfigDict(
     dict(
       hf_path="",  # a local HF checkpoint directory; empty = a random model of the shape below
-      hidden_size=hidden,
-      intermediate_size=mlp,
-      num_layers=layers,
-      num_heads=heads,
-      num_kv_heads=kv_heads,
-      head_dim=hidden // heads,
+      **model_shape(hidden, layers, heads, kv_heads, mlp),
       rope_theta=10000.0,
       tie_word_embeddings=True,
       max_position_embeddings=256,
@@ -67,16 +74,7 @@ def shrink_models(
   """Both models of any config (this file's, configs/tools.py's, configs/qwen2_5_7b.py's) at a small random shape,
   in place, other fields kept: the one way tests, benchmarks and CPU configs shrink a config's models. Returns `c`."""
   for model in (c.agent.model, c.env.model):
-    model.update(
-      dict(
-        hidden_size=hidden,
-        intermediate_size=mlp,
-        num_layers=layers,
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=hidden // heads,
-      )
-    )
+    model.update(model_shape(hidden, layers, heads, kv_heads, mlp))
   return c
 
 

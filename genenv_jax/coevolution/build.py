@@ -147,13 +147,9 @@ def build(
   domain = build_domain(config.domain, tokenizer, seed=config.seed)
   settings = step_settings(config, domain, tokenizer)
   agent_optimizer, env_optimizer = optimizer_from(config.agent.optimizer), optimizer_from(config.env.optimizer)
-  models = {}
-  for name, cfg, given, seed in (
-    ("agent", config.agent.model, agent_model, config.seed),
-    ("env", config.env.model, env_model, config.seed + 1),
-  ):
-    models[name] = _model(name, cfg, given, tokenizer.vocab_size, mesh, seed, abstract)
-  (agent_graphdef, agent_params), (env_graphdef, env_params) = models["agent"], models["env"]
+  vocab = tokenizer.vocab_size
+  agent_graphdef, agent_params = _model("agent", config.agent.model, agent_model, vocab, mesh, config.seed, abstract)
+  env_graphdef, env_params = _model("env", config.env.model, env_model, vocab, mesh, config.seed + 1, abstract)
   coevolution = Coevolution(agent_graphdef, env_graphdef, domain, agent_optimizer, env_optimizer, settings)
 
   replicated = shd.replicated(mesh)

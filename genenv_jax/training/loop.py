@@ -172,7 +172,7 @@ def warm_start(
       models[name], _, (done, opt_state) = supervised_warm_start(
         graphdef,
         models[name],
-        sft_batches(run.domain, name, seed, w.get("env_copy_frac", 0.0)),
+        sft_batches(run.domain, name, seed, w.get("env_copy_frac", 0.0), w.get("env_targets", "nearby")),
         steps,
         w.batch_size,
         w.lr,

@@ -33,9 +33,17 @@ def nearby_difficulty_partners(difficulty: np.ndarray, rng: np.random.Generator,
   return partners
 
 
-def sft_batches(domain: Domain, which: str, seed: int, env_copy_frac: float = 0.0) -> dict[str, np.ndarray]:
-  """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask);
-  `env_copy_frac` of the env's targets are its seed itself (`nearby_difficulty_partners`)."""
+ENV_TARGETS = ("nearby", "variation")
+
+
+def sft_batches(
+  domain: Domain, which: str, seed: int, env_copy_frac: float = 0.0, env_targets: str = "nearby"
+) -> dict[str, np.ndarray]:
+  """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask).
+
+  The env's target for seed i: with env_targets="nearby", another seed of nearby difficulty, or with probability
+  `env_copy_frac` seed i itself (`nearby_difficulty_partners`); with "variation", one local edit of seed i
+  (`domain.seed_variations`, arithmetic only), so that the env learns to write tasks close to its seed."""
   seeds = domain.seed_tasks()
   if which == "agent":
     return {
@@ -44,15 +52,27 @@ def sft_batches(domain: Domain, which: str, seed: int, env_copy_frac: float = 0.
       "target": seeds["answer_ids"],
       "target_mask": seeds["answer_mask"],
     }
-  partners = nearby_difficulty_partners(seeds["difficulty"], np.random.default_rng(seed), env_copy_frac)
+  if env_targets not in ENV_TARGETS:
+    raise ValueError(f"warm_start.env_targets = {env_targets!r}: must be one of {', '.join(ENV_TARGETS)}")
+  if env_targets == "variation":
+    if not hasattr(domain, "seed_variations"):
+      raise ValueError(
+        f"warm_start.env_targets = 'variation' needs a domain that can edit its seeds; the {domain.name!r} domain "
+        "cannot: use env_targets = 'nearby'"
+      )
+    targets = domain.seed_variations(seed)
+    target, target_mask = targets["env_ids"], targets["env_mask"]
+  else:
+    partners = nearby_difficulty_partners(seeds["difficulty"], np.random.default_rng(seed), env_copy_frac)
+    target, target_mask = seeds["env_ids"][partners], seeds["env_mask"][partners]
   rows = {k: jnp.asarray(v) for k, v in seeds.items()}
-  stats = {"p_hat": -jnp.ones(len(partners), jnp.float32)}  # negative = unknown success rate
+  stats = {"p_hat": -jnp.ones(len(target), jnp.float32)}  # negative = unknown success rate
   prompt_ids, prompt_mask = jax.jit(domain.env_prompt)(rows, stats)
   return {
     "prompt_ids": np.asarray(prompt_ids),
     "prompt_mask": np.asarray(prompt_mask),
-    "target": seeds["env_ids"][partners],
-    "target_mask": seeds["env_mask"][partners],
+    "target": target,
+    "target_mask": target_mask,
   }
 
 

@@ -34,6 +34,7 @@ from genenv_jax.models.tokenizer import Tokenizer
 from genenv_jax.tasks import token_ops as ops
 from genenv_jax.tasks.arithmetic import host
 from genenv_jax.tasks.arithmetic import token_ops as aj
+from genenv_jax.tasks.arithmetic.variations import variation
 from genenv_jax.tasks.base import TaskBatch, host_parse, host_verify
 
 DEFAULT_BOUND = 10**6
@@ -393,3 +394,16 @@ class ArithmeticDomain:
 
   def heldout_expressions(self) -> list[str]:
     return self._expressions()[1]
+
+  def seed_variations(self, seed: int) -> dict[str, np.ndarray]:
+    """One local edit of each seed task (`variations.variation`), drawn from `seed`, in seed_tasks' row order and
+    keys: the env's warm-start targets when `warm_start.env_targets = "variation"`."""
+    rng = np.random.default_rng(seed)
+    bounds = dict(
+      min_operands=self.min_operands,
+      max_operands=self.max_operands,
+      max_digits=self.max_digits,
+      bound=self.bound,
+      operators=self.operators,
+    )
+    return self._task_arrays([variation(text, rng, **bounds) for text in self.seed_expressions()])

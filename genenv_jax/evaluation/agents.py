@@ -23,7 +23,7 @@ import dataclasses
 import json
 import pathlib
 import zlib
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import jax
 import numpy as np
@@ -246,16 +246,10 @@ def load_model(
   return load_hf(directory, dtype=dtype, mesh=mesh)
 
 
-def load_workdir(workdir: str | pathlib.Path, which: str = "agent") -> tuple[Transformer, Tokenizer, int]:
-  """The agent (or env) of a training run at its latest checkpoint, with the run's tokenizer; also the step.
-
-  The run is rebuilt from WORKDIR/summary.json's config (`genenv_jax.coevolution.build.build`) and its whole state
-  restored from WORKDIR/checkpoints with `Checkpointer`; only the chosen model's parameters are kept.
-  """
-  if which not in ("agent", "env"):
-    raise ValueError(f"which must be 'agent' or 'env', got {which!r}")
+def restore_run(workdir: str | pathlib.Path) -> tuple[Any, Any, int]:
+  """(run, state, step): a training run rebuilt from WORKDIR/summary.json's config
+  (`genenv_jax.coevolution.build.build`) and its whole state restored from WORKDIR/checkpoints' latest step."""
   import ml_collections  # pylint: disable=import-outside-toplevel
-  from flax import nnx  # pylint: disable=import-outside-toplevel
 
   from genenv_jax.coevolution.build import build  # pylint: disable=import-outside-toplevel
   from genenv_jax.training.checkpointing import Checkpointer, abstract_of  # pylint: disable=import-outside-toplevel
@@ -279,5 +273,16 @@ def load_workdir(workdir: str | pathlib.Path, which: str = "agent") -> tuple[Tra
     state, _ = checkpointer.restore(step, abstract_of(state))
   finally:
     checkpointer.close()
+  return run, state, int(step)
+
+
+def load_workdir(workdir: str | pathlib.Path, which: str = "agent") -> tuple[Transformer, Tokenizer, int]:
+  """The agent (or env) of a training run at its latest checkpoint (`restore_run`), with the run's tokenizer; also
+  the step. Only the chosen model's parameters are kept."""
+  if which not in ("agent", "env"):
+    raise ValueError(f"which must be 'agent' or 'env', got {which!r}")
+  from flax import nnx  # pylint: disable=import-outside-toplevel
+
+  run, state, step = restore_run(workdir)
   graphdef = run.coevolution.agent_graphdef if which == "agent" else run.coevolution.env_graphdef
-  return nnx.merge(graphdef, getattr(state, which)), run.tokenizer, int(step)
+  return nnx.merge(graphdef, getattr(state, which)), run.tokenizer, step

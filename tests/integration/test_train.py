@@ -245,3 +245,17 @@ def test_env_warm_start_partners_are_nearby_in_difficulty_or_the_seed_itself():
   many = np.repeat(difficulty, 200)
   copies = (nearby_difficulty_partners(many, rng, copy_frac=0.5) == np.arange(len(many)))[: 5 * 200].mean()
   assert 0.4 < copies < 0.6
+
+
+def test_task_rate_spread_samples_the_trained_agent_on_every_heldout_task(straight_run, capsys):
+  from genenv_jax.scripts import task_rate_spread
+
+  config, workdir = straight_run
+  difficulty, rate, settings = task_rate_spread.measure(str(workdir), samples=4, seed=0)
+  assert len(rate) == len(difficulty) == config.domain.num_heldout
+  assert np.all((rate >= 0) & (rate <= 1)) and np.allclose(rate * 4, np.round(rate * 4))
+  assert settings == dict(group_size=config.agent.grpo.group_size, alpha=0.5, k_min=0.1)
+  assert np.array_equal(task_rate_spread.measure(str(workdir), samples=4, seed=0)[1], rate)  # deterministic in seed
+  task_rate_spread.main(["--workdir", str(workdir), "--samples", "2"])
+  out = capsys.readouterr().out
+  assert "| level | tasks |" in out and "best level" in out

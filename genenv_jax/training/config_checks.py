@@ -215,6 +215,12 @@ def _cross_field_problems(config: ml_collections.ConfigDict) -> list[str]:
       f"env.curriculum.alpha ± k_min = {alpha} ± {k_min}: the band [{alpha - k_min:g}, {alpha + k_min:g}] must lie "
       "inside [0, 1]"
     )
+  domain, targets = g("domain.name"), g("warm_start.env_targets")
+  if targets == "variation" and domain in DOMAINS and domain != "arithmetic":
+    out.append(
+      f"warm_start.env_targets = 'variation': only the arithmetic domain can edit its seeds, not {domain!r}; "
+      "use 'nearby'"
+    )
   lo, hi = g("domain.min_operands"), g("domain.max_operands")
   if _is_int(lo) and _is_int(hi) and hi < lo:
     out.append(f"domain.max_operands = {hi}: must be >= domain.min_operands ({lo})")

@@ -2,7 +2,8 @@
 
 The agent learns seed prompt -> correct answer; the env learns env prompt(seed) -> another seed task of nearby
 difficulty (|Δ difficulty| <= 1), so that the initial env writes well-formed tasks across the whole difficulty range
-and already tracks its seed's difficulty. Loss: token-mean NLL, L = Σ -log π(y_t | x, y_<t) / #tokens.
+and already tracks its seed's difficulty (or, with env_targets="variation", one local edit of the seed itself).
+Loss: token-mean NLL, L = Σ -log π(y_t | x, y_<t) / #tokens.
 """
 
 from __future__ import annotations

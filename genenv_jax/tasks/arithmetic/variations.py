@@ -4,14 +4,16 @@ Why: a task's success rate for the agent depends on its digits as well as on its
 sum), so an env that writes a *fresh* task at its seed's level lands anywhere in that level's spread of success
 rates. An env taught to write a small edit of its seed writes tasks whose success rate stays near the seed's, and
 when the seeds are the tasks that passed the α band (D_env), its tasks land near the band too. RWR then has in-band
-tasks to learn from, and the seed's rate in the prompt tells it which way to edit (GenEnv, arXiv 2512.19682, §3.3:
+tasks to learn from, and the seed's rate in the prompt can tell it which way to edit (GenEnv, arXiv 2512.19682, §3.3:
 the env is prompted with tasks and their measured success rate and writes new tasks of calibrated difficulty).
+Measured on the CPU demo (README, "Why (a2) stays low"): more of the env's tasks land in the band, but on one seed of
+three the env collapsed onto the easiest level, so it is not the default.
 
 One edit, drawn uniformly among those the grammar allows:
   replace   one number by another of the same number of digits   (same level)
   insert    a new number (no longer than the longest) and an additive operator at a random place   (level + 1)
-  delete    one number with the operator before it (after it, for the first number)   (level - 1, or - 2 if a '*'
-            goes)
+  delete    one number with the operator before it (after it, for the first number)   (level - 1, lower still when
+            the '*' or the only longest number goes)
 """
 
 from __future__ import annotations

@@ -79,6 +79,19 @@ def test_an_hf_checkpoint_brings_its_own_shape():
   assert problems(config) == []
 
 
+def test_seed_variations_only_where_the_domain_can_edit_its_seeds():
+  from configs import tools
+
+  config = default.get_config("")
+  config.warm_start.env_targets = "variation"
+  assert problems(config) == []
+  config = tools.get_config("bfcl")
+  config.warm_start.env_targets = "variation"
+  assert problems(config) == [
+    "warm_start.env_targets = 'variation': only the arithmetic domain can edit its seeds, not 'bfcl'; use 'nearby'"
+  ]
+
+
 def test_choice_lists_come_from_the_registries_the_code_dispatches_on():
   from genenv_jax.rl.grpo import KL_ESTIMATORS, LOSS_AGGREGATIONS
 

@@ -12,6 +12,17 @@ run's group size) lands in the α band:
 That expectation, maximised over levels, is the most an env could reach on rule (a2) (the fraction of tasks in the
 band) by choosing the level alone, writing that level's tasks at random. When it is well below 0.4, the rule needs
 an env that also chooses *which* tasks of a level (their digits), which is what the issue's (a2) figure measures.
+
+The last column asks how far choosing the tasks themselves can go. The `--samples` answers of a task are cut into
+m = samples // G disjoint groups of G, each an independent G-rollout p̂. A task re-served unchanged after its p̂
+landed in the band lands there again with probability P(in band | in band before); over a level's tasks, with k_i
+of task i's m groups in the band,
+
+    P(in band again) = Σ_i k_i (k_i - 1) / ((m - 1) Σ_i k_i)
+
+(every ordered pair of distinct groups, the first in the band). That is what an env gets on (a2) by replaying
+exactly the tasks it saw in the band, to an agent that has not moved since: a reference for any env that learns
+only from p̂, and one the agent lowers as it learns the tasks it is shown.
 """
 
 from __future__ import annotations
@@ -30,13 +41,29 @@ def band_probability(rate: np.ndarray, group_size: int, alpha: float, k_min: flo
   return sum(math.comb(group_size, k) * rate**k * (1 - rate) ** (group_size - k) for k in ks)
 
 
+def in_band_again(outcomes: np.ndarray, group_size: int, alpha: float, k_min: float) -> float:
+  """P(a task's p̂ lands in the band | its p̂ on an independent group of G rollouts did), pooled over the rows of
+  `outcomes` ([tasks, samples], 1 = right): Σ k (k - 1) / ((m - 1) Σ k) over m = samples // G disjoint groups, k a
+  task's groups in the band (module docstring). NaN when no group lands in the band; needs samples >= 2 G."""
+  groups = outcomes.shape[1] // group_size
+  if groups < 2:
+    raise ValueError(f"in_band_again needs at least 2 x G = {2 * group_size} samples per task, got {outcomes.shape[1]}")
+  p_hat = outcomes[:, : groups * group_size].reshape(len(outcomes), groups, group_size).mean(axis=2)
+  k = (np.abs(p_hat - alpha) <= k_min + 1e-9).sum(axis=1)
+  return float((k * (k - 1)).sum() / ((groups - 1) * k.sum())) if k.sum() else float("nan")
+
+
 def level_table(
-  difficulty: np.ndarray, rate: np.ndarray, group_size: int, alpha: float, k_min: float
+  difficulty: np.ndarray, outcomes: np.ndarray, group_size: int, alpha: float, k_min: float
 ) -> list[dict[str, float]]:
-  """Per level: tasks, mean and std of r, the share with |r - α| <= 0.15, and E[P(p̂ in band)]."""
+  """Per level: tasks, mean and std of the rate r (each row of `outcomes` [tasks, samples] averaged), the share with
+  |r - α| <= 0.15, E[P(p̂ in band)], and P(in band again) (NaN with fewer than 2 G samples)."""
+  outcomes = np.asarray(outcomes, np.float64)
+  rate = outcomes.mean(axis=1)
   rows = []
   for level in sorted(set(difficulty.tolist())):
-    r = rate[difficulty == level]
+    at = difficulty == level
+    r = rate[at]
     rows.append(
       dict(
         level=level,
@@ -45,13 +72,16 @@ def level_table(
         std=float(r.std()),
         near_alpha=float(np.mean(np.abs(r - alpha) <= 0.15)),
         expected_in_band=float(band_probability(r, group_size, alpha, k_min).mean()),
+        in_band_again=(
+          in_band_again(outcomes[at], group_size, alpha, k_min) if outcomes.shape[1] >= 2 * group_size else float("nan")
+        ),
       )
     )
   return rows
 
 
 def measure(workdir: str, samples: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
-  """(difficulty [N], rate [N], settings) on RUN's held-out tasks."""
+  """(difficulty [N], outcomes [N, samples] (1 = right), settings) on RUN's held-out tasks."""
   import dataclasses  # pylint: disable=import-outside-toplevel
 
   import jax  # pylint: disable=import-outside-toplevel
@@ -82,9 +112,9 @@ def measure(workdir: str, samples: int, seed: int) -> tuple[np.ndarray, np.ndarr
     part = {k: np.concatenate([v, np.repeat(v[-1:], pad, axis=0)]) if pad else v for k, v in part.items()}
     key, sub = jax.random.split(key)
     right.append(np.asarray(rewards(TaskBatch(**{k: jnp.asarray(v) for k, v in part.items()}), sub))[: chunk - pad])
-  rate = np.concatenate(right).reshape(-1, samples).mean(axis=1)
+  outcomes = np.concatenate(right).reshape(-1, samples)
   s = co.settings
-  return tasks["difficulty"], rate, dict(group_size=s.group_size, alpha=s.alpha, k_min=s.k_min)
+  return tasks["difficulty"], outcomes, dict(group_size=s.group_size, alpha=s.alpha, k_min=s.k_min)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -95,24 +125,38 @@ def main(argv: Sequence[str] | None = None) -> None:
   args = parser.parse_args(argv)
   if args.samples < 1:
     parser.error(f"--samples must be >= 1, got {args.samples}")
-  difficulty, rate, s = measure(args.workdir, args.samples, args.seed)
-  rows = level_table(difficulty, rate, **s)
+  difficulty, outcomes, s = measure(args.workdir, args.samples, args.seed)
+  rows = level_table(difficulty, outcomes, **s)
   print(
-    f"{args.workdir}: {len(rate)} held-out tasks x {args.samples} answers; G = {s['group_size']}, band "
+    f"{args.workdir}: {len(outcomes)} held-out tasks x {args.samples} answers; G = {s['group_size']}, band "
     f"[{s['alpha'] - s['k_min']:.2f}, {s['alpha'] + s['k_min']:.2f}]"
   )
-  print("| level | tasks | mean r | std r | share with abs(r - α) <= 0.15 | expected share of p̂ in band |")
-  print("|---|---|---|---|---|---|")
+  print(
+    "| level | tasks | mean r | std r | share with abs(r - α) <= 0.15 | expected share of p̂ in band "
+    "| P(in band again when re-served) |"
+  )
+  print("|---|---|---|---|---|---|---|")
   for r in rows:
     print(
       f"| {r['level']:.0f} | {r['tasks']} | {r['mean']:.3f} | {r['std']:.3f} | {r['near_alpha']:.2f} | "
-      f"{r['expected_in_band']:.2f} |"
+      f"{r['expected_in_band']:.2f} | {r['in_band_again']:.2f} |"
     )
   best = max(rows, key=lambda r: r["expected_in_band"])
   print(
     f"best level {best['level']:.0f}: an env writing only its tasks at random would see "
     f"{best['expected_in_band']:.2f} of them in the band"
   )
+  if args.samples < 2 * s["group_size"]:
+    print(f"P(in band again) needs --samples >= {2 * s['group_size']} (2 x G)")
+  else:
+    again = [r["in_band_again"] for r in rows if not math.isnan(r["in_band_again"])]
+    if not again:
+      print("no task's p̂ landed in the band, so P(in band again) is undefined at every level")
+      return
+    print(
+      f"an env re-serving, unchanged, each task whose p̂ landed in the band (agent frozen) would see "
+      f"{min(again):.2f}-{max(again):.2f} of them in the band again, by level"
+    )
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from genenv_jax.scripts.task_rate_spread import band_probability, level_table
+from genenv_jax.scripts.task_rate_spread import band_probability, in_band_again, level_table
 
 
 def test_band_probability_by_hand():
@@ -18,8 +18,23 @@ def test_band_probability_by_hand():
 
 def test_level_table_separates_a_bimodal_level_from_a_tight_one():
   difficulty = np.array([3] * 4 + [7] * 4)
-  rate = np.array([0.5, 0.5, 0.5, 0.5, 0.0, 1.0, 0.0, 1.0])  # same mean 0.5, one level all in the middle
-  tight, bimodal = level_table(difficulty, rate, group_size=10, alpha=0.5, k_min=0.1)
+  half = np.tile([1, 0], 10)  # 20 answers, 5 of every 10 right: every group's p̂ is 0.5
+  outcomes = np.stack([half] * 4 + [np.zeros(20), np.ones(20)] * 2)  # same mean 0.5, one level all in the middle
+  tight, bimodal = level_table(difficulty, outcomes, group_size=10, alpha=0.5, k_min=0.1)
   assert (tight["level"], tight["tasks"], tight["mean"], tight["std"]) == (3, 4, 0.5, 0.0)
   assert tight["near_alpha"] == 1.0 and tight["expected_in_band"] == pytest.approx(672 / 1024)
+  assert tight["in_band_again"] == 1.0
   assert (bimodal["mean"], bimodal["std"], bimodal["near_alpha"], bimodal["expected_in_band"]) == (0.5, 0.5, 0.0, 0.0)
+  assert np.isnan(bimodal["in_band_again"])  # no group ever landed in the band
+  assert np.isnan(level_table(difficulty, outcomes[:, :19], 10, 0.5, 0.1)[0]["in_band_again"])  # < 2 G samples
+
+
+def test_in_band_again_by_hand():
+  # G = 2, band {0.5}. Task A's three groups: p̂ 0.5, 0.5, 1 (k = 2); task B's: 1, 0, 0.5 (k = 1).
+  # Ordered pairs of distinct groups whose first is in the band: A (0,1) (0,2) (1,0) (1,2), B (2,0) (2,1);
+  # the second is in the band for A's (0,1) and (1,0) only: 2 / 6.
+  outcomes = np.array([[1, 0, 0, 1, 1, 1], [1, 1, 0, 0, 1, 0]])
+  assert in_band_again(outcomes, group_size=2, alpha=0.5, k_min=0.0) == pytest.approx(1 / 3)
+  assert in_band_again(outcomes[:, :5], group_size=2, alpha=0.5, k_min=0.0) == 1.0  # 2 groups: only A's pair
+  with pytest.raises(ValueError, match="at least 2 x G = 4 samples"):
+    in_band_again(outcomes[:, :3], group_size=2, alpha=0.5, k_min=0.0)

@@ -109,6 +109,20 @@ def task_rows(tasks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
   return {k: tasks[k] for k in POOL_FIELDS}
 
 
+def check_pool_capacities(pools_config: ml_collections.ConfigDict, num_seed_tasks: int) -> None:
+  """Raises ValueError when D_train or D_env cannot hold the domain's seed tasks plus generated ones: each pool starts
+  with every seed task, so a capacity below their count would drop seeds, and (with keep_seeds) one equal to it
+  leaves no slot for a generated task. Capacity minus seed count is how many generated tasks a pool remembers
+  (oldest evicted first, `rl.pools.insert`)."""
+  for name in ("train_capacity", "env_capacity"):
+    capacity = pools_config[name]
+    if capacity < num_seed_tasks or (capacity == num_seed_tasks and pools_config.keep_seeds):
+      raise ValueError(
+        f"pools.{name} = {capacity}: the pool starts with the domain's {num_seed_tasks} seed tasks and needs room "
+        f"for generated ones; set it above {num_seed_tasks} (seeds + the generated tasks it should remember)"
+      )
+
+
 def optimizer_state_shardings(optimizer: optax.GradientTransformation, params: Any, mesh: Mesh) -> Any:
   """Shardings of `optimizer.init(params)`: each parameter-shaped leaf (AdamW's moments) takes its parameter's
   sharding, everything else (step counts) is replicated. `params` leaves carry `.sharding` (arrays or
@@ -167,6 +181,7 @@ def build(
     return params if abstract else jax.jit(lambda t: jax.tree.map(jnp.copy, t))(params)
 
   seeds = task_rows(domain.seed_tasks())
+  check_pool_capacities(config.pools, len(next(iter(seeds.values()))))
   zero = lambda: jnp.zeros((), jnp.int32)  # noqa: E731
   state = CoevolutionState(
     agent=agent_params,

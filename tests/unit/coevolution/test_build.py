@@ -31,3 +31,17 @@ def test_abstract_build_checks_the_vocabulary_too():
   small = model_config_from(config.agent.model, 8)  # 8 ids: fewer than the tokenizer's
   with pytest.raises(ValueError, match="agent model's vocabulary \\(8\\) is smaller than the tokenizer's"):
     build(config, abstract=True, agent_model=small)
+
+
+@pytest.mark.parametrize("field", ["train_capacity", "env_capacity"])
+def test_a_pool_too_small_for_the_seed_tasks_is_refused(field):
+  config = tiny_config()
+  seeds = config.domain.num_seeds
+  config.pools[field] = seeds  # room for the seeds, none for a generated task
+  with pytest.raises(ValueError, match=f"pools.{field} = {seeds}: the pool starts with the domain's {seeds} seed"):
+    build(config, abstract=True)
+  config.pools.keep_seeds = False  # generated tasks may then replace seeds: allowed
+  build(config, abstract=True)
+  config.pools[field] = seeds - 1
+  with pytest.raises(ValueError, match=f"set it above {seeds}"):
+    build(config, abstract=True)

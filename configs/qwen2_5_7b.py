@@ -101,6 +101,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   )
   c.domain.num_seeds = 2048
   c.domain.num_heldout = 512
+  # D_env keeps every task that passed the band, as before 2026-12-04: the CPU demo's 256-task window
+  # (configs/default.py) is measured on a 200-step toy, and a benchmark's seed set (num_seeds = 0: all) can exceed it
+  c.pools.env_capacity = 8192
 
   c.agent.optimizer = ml_collections.ConfigDict(
     dict(lr=1e-6, weight_decay=0.01, max_grad_norm=1.0, eps=1e-8, warmup_steps=10)

@@ -294,7 +294,9 @@ def planning_domain(config):
       bound=10**6,
       seed_max_difficulty=0,
       seed_decay=1.0,
-      num_seeds=2048,
+      # fewer seeds than either pool holds (build refuses a pool with no room beyond its seeds); the seed count
+      # sets no compiled shape
+      num_seeds=max(1, min(2048, config.pools.train_capacity - 1, config.pools.env_capacity - 1)),
       num_heldout=64,
       success_threshold=d.success_threshold,
       **{k: d[k] for k in LENGTHS},

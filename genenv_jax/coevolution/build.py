@@ -181,7 +181,7 @@ def build(
     return params if abstract else jax.jit(lambda t: jax.tree.map(jnp.copy, t))(params)
 
   seeds = task_rows(domain.seed_tasks())
-  check_pool_capacities(config.pools, len(next(iter(seeds.values()))))
+  check_pool_capacities(config.pools, len(seeds["prompt_ids"]))
   zero = lambda: jnp.zeros((), jnp.int32)  # noqa: E731
   state = CoevolutionState(
     agent=agent_params,

@@ -75,18 +75,24 @@ PROGRESS_KEYS = ("agent/reward_mean", "env/p_hat_mean", "env/band_frac", "env/di
 
 
 def evaluate_heldout(run: Run, eval_fn, agent_params) -> dict[str, Any]:
-  """Greedy accuracy on the held-out set, overall and per integer difficulty, with the item count `n` and the per-item
-  0/1 `correct` scores (item order fixed by the held-out set, so two evaluations pair item by item for `stats`)."""
+  """Greedy accuracy on the held-out set (`heldout_record`)."""
   rewards, difficulty = shd.to_host((eval_fn(agent_params, run.heldout), run.heldout.difficulty), run.mesh)
-  correct = rewards >= run.coevolution.settings.success_threshold
-  levels = np.unique(difficulty)
-  by_difficulty = {str(int(d)): float(correct[difficulty == d].mean()) for d in levels}
+  return heldout_record(rewards >= run.coevolution.settings.success_threshold, difficulty)
+
+
+def heldout_record(correct: np.ndarray, difficulty: np.ndarray) -> dict[str, Any]:
+  """Accuracy overall and per level, with the item count `n`, the counts per level and the per-item 0/1 `correct`
+  scores (item order fixed by the held-out set, so two evaluations pair item by item for `stats`). A level is the
+  integer part of a task's difficulty: the text domains score halves (BFCL: (calls + arguments) / 2), and every
+  item counts in exactly one level."""
+  correct, level = np.asarray(correct, bool).ravel(), np.floor(np.asarray(difficulty)).astype(np.int64).ravel()
+  levels = np.unique(level)
   return {
     "accuracy": float(correct.mean()),
-    "by_difficulty": by_difficulty,
+    "by_difficulty": {str(d): float(correct[level == d].mean()) for d in levels},
     "n": int(correct.size),
-    "n_by_difficulty": {str(int(d)): int((difficulty == d).sum()) for d in levels},
-    "correct": correct.astype(np.int8).ravel().tolist(),
+    "n_by_difficulty": {str(d): int((level == d).sum()) for d in levels},
+    "correct": correct.astype(np.int8).tolist(),
   }
 
 

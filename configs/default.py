@@ -176,7 +176,15 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   )
 
   c.warm_start = ml_collections.ConfigDict(
-    dict(agent_steps=2000, env_steps=150, batch_size=64, lr=3e-3, env_copy_frac=0.0, env_targets="nearby")
+    dict(
+      agent_steps=2000,
+      env_steps=150,
+      batch_size=64,
+      lr=3e-3,
+      env_copy_frac=0.0,
+      env_targets="nearby",
+      env_p_hats="unknown",  # the p̂ shown in the env's warm-start prompts: unknown | all (warm_start.sft_batches)
+    )
   )
 
   for variant in [v.strip() for v in arg.split("+")]:  # override sets compose left to right: smoke+random

@@ -26,7 +26,7 @@ from genenv_jax.models.config import REMAT_POLICIES
 from genenv_jax.models.transformer import KV_CACHE_KINDS
 from genenv_jax.rl.curriculum import KL_CAP_MODES
 from genenv_jax.rl.grpo import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS
-from genenv_jax.training.warm_start import ENV_TARGETS
+from genenv_jax.training.warm_start import ENV_P_HATS, ENV_TARGETS
 
 MODES = ("coevolve", "static", "grpo")
 ENV_OBJECTIVES = ("rwr", "pg")
@@ -135,6 +135,7 @@ _TOP = [
   ("warm_start.lr", _positive, "a number > 0"),
   ("warm_start.env_copy_frac", _unit, "a number in [0, 1] (the share of env targets that restate their seed)"),
   ("warm_start.env_targets", *_choice(ENV_TARGETS)),
+  ("warm_start.env_p_hats", *_choice(ENV_P_HATS)),
 ]
 _PER_MODEL = [
   ("model.hidden_size", _count(1), "an integer >= 1"),

@@ -39,7 +39,7 @@ from genenv_jax.training import log_tags
 from genenv_jax.training.checkpointing import JAX_SERVICE, Checkpointer, PreemptionGuard, ResumeError
 from genenv_jax.training.config_checks import validate as validate_config
 from genenv_jax.training.metrics import MetricsWriter, ProgressLine, is_remote_path
-from genenv_jax.training.warm_start import sft_batches, sft_optimizer, supervised_warm_start
+from genenv_jax.training.warm_start import env_p_hat_values, sft_batches, sft_optimizer, supervised_warm_start
 
 SUMMARY_KEYS = {
   "p_hat_mean": "env/p_hat_mean",
@@ -178,7 +178,14 @@ def warm_start(
       models[name], _, (done, opt_state) = supervised_warm_start(
         graphdef,
         models[name],
-        sft_batches(run.domain, name, seed, w.get("env_copy_frac", 0.0), w.get("env_targets", "nearby")),
+        sft_batches(
+          run.domain,
+          name,
+          seed,
+          w.get("env_copy_frac", 0.0),
+          w.get("env_targets", "nearby"),
+          env_p_hat_values(w.get("env_p_hats", "unknown"), co.settings.group_size),
+        ),
         steps,
         w.batch_size,
         w.lr,

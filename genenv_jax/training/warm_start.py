@@ -8,7 +8,7 @@ Loss: token-mean NLL, L = Σ -log π(y_t | x, y_<t) / #tokens.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -35,16 +35,36 @@ def nearby_difficulty_partners(difficulty: np.ndarray, rng: np.random.Generator,
 
 
 ENV_TARGETS = ("nearby", "variation")
+ENV_P_HATS = ("unknown", "all")
+
+
+def env_p_hat_values(env_p_hats: str, group_size: int) -> tuple[float, ...]:
+  """The p̂ values the env's warm-start prompts show besides "unknown" (a negative p̂): none for "unknown", and every
+  value a G-rollout estimate can take, k / G for k = 0..G, for "all" (warm_start.env_p_hats)."""
+  if env_p_hats not in ENV_P_HATS:
+    raise ValueError(f"warm_start.env_p_hats = {env_p_hats!r}: must be one of {', '.join(ENV_P_HATS)}")
+  return tuple(k / group_size for k in range(group_size + 1)) if env_p_hats == "all" else ()
 
 
 def sft_batches(
-  domain: Domain, which: str, seed: int, env_copy_frac: float = 0.0, env_targets: str = "nearby"
+  domain: Domain,
+  which: str,
+  seed: int,
+  env_copy_frac: float = 0.0,
+  env_targets: str = "nearby",
+  p_hat_values: Sequence[float] = (),
 ) -> dict[str, np.ndarray]:
   """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask).
 
   The env's target for seed i: with env_targets="nearby", another seed of nearby difficulty, or with probability
   `env_copy_frac` seed i itself (`nearby_difficulty_partners`); with "variation", one local edit of seed i
-  (`domain.seed_variations`, arithmetic only), so that the env learns to write tasks close to its seed."""
+  (`domain.seed_variations`, arithmetic only), so that the env learns to write tasks close to its seed.
+
+  The env's prompt shows its seed's success rate p̂. Seeds have none, so each prompt shows "unknown"; with
+  `p_hat_values` every seed's prompt appears once more per value, each copy with targets drawn afresh, so that the
+  env also writes well-formed tasks from the prompts of generated tasks, which show their measured p̂ (the env of a
+  BFCL run warm-started on "unknown" alone wrote invalid tasks for 7 of 32 such prompts, 0 of 32 with "unknown"
+  shown instead: README, "The text domains on a CPU")."""
   seeds = domain.seed_tasks()
   if which == "agent":
     return {
@@ -55,26 +75,26 @@ def sft_batches(
     }
   if env_targets not in ENV_TARGETS:
     raise ValueError(f"warm_start.env_targets = {env_targets!r}: must be one of {', '.join(ENV_TARGETS)}")
-  if env_targets == "variation":
-    if not hasattr(domain, "seed_variations"):
-      raise ValueError(
-        f"warm_start.env_targets = 'variation' needs a domain that can edit its seeds; the {domain.name!r} domain "
-        "cannot: use env_targets = 'nearby'"
-      )
-    targets = domain.seed_variations(seed)
-    target, target_mask = targets["env_ids"], targets["env_mask"]
-  else:
-    partners = nearby_difficulty_partners(seeds["difficulty"], np.random.default_rng(seed), env_copy_frac)
-    target, target_mask = seeds["env_ids"][partners], seeds["env_mask"][partners]
+  if env_targets == "variation" and not hasattr(domain, "seed_variations"):
+    raise ValueError(
+      f"warm_start.env_targets = 'variation' needs a domain that can edit its seeds; the {domain.name!r} domain "
+      "cannot: use env_targets = 'nearby'"
+    )
   rows = {k: jnp.asarray(v) for k, v in seeds.items()}
-  stats = {"p_hat": -jnp.ones(len(target), jnp.float32)}  # negative = unknown success rate
-  prompt_ids, prompt_mask = jax.jit(domain.env_prompt)(rows, stats)
-  return {
-    "prompt_ids": np.asarray(prompt_ids),
-    "prompt_mask": np.asarray(prompt_mask),
-    "target": target,
-    "target_mask": target_mask,
-  }
+  prompt = jax.jit(domain.env_prompt)
+  parts = []
+  for copy, p_hat in enumerate((-1.0, *p_hat_values)):  # negative = unknown success rate
+    copy_seed = seed if copy == 0 else seed + 7919 * copy  # copy 0 keeps the targets of a run without copies
+    if env_targets == "variation":
+      targets = domain.seed_variations(copy_seed)
+      target, target_mask = targets["env_ids"], targets["env_mask"]
+    else:
+      partners = nearby_difficulty_partners(seeds["difficulty"], np.random.default_rng(copy_seed), env_copy_frac)
+      target, target_mask = seeds["env_ids"][partners], seeds["env_mask"][partners]
+    prompt_ids, prompt_mask = prompt(rows, {"p_hat": jnp.full(len(target), p_hat, jnp.float32)})
+    parts.append((np.asarray(prompt_ids), np.asarray(prompt_mask), np.asarray(target), np.asarray(target_mask)))
+  names = ("prompt_ids", "prompt_mask", "target", "target_mask")
+  return {name: np.concatenate([part[i] for part in parts]) for i, name in enumerate(names)}
 
 
 def make_sft_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation) -> Callable:

@@ -45,6 +45,7 @@ def test_every_shipped_config_variant_is_valid(module, variant):
     ("mode", "ppo", "mode = 'ppo': must be one of 'coevolve', 'static', 'grpo'"),
     ("warm_start.env_copy_frac", 1.5, "warm_start.env_copy_frac = 1.5: must be a number in [0, 1]"),
     ("warm_start.env_targets", "copy", "warm_start.env_targets = 'copy': must be one of 'nearby', 'variation'"),
+    ("warm_start.env_p_hats", "some", "warm_start.env_p_hats = 'some': must be one of 'unknown', 'all'"),
   ],
 )
 def test_each_bad_value_is_named_with_what_is_allowed(key, value, expected):

@@ -1,0 +1,45 @@
+"""The p̂ shown in the env's warm-start prompts (warm_start.env_p_hats): "unknown" only, or every k / G as well."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from coevolution_configs import arithmetic_domain
+
+from genenv_jax.training.warm_start import env_p_hat_values, sft_batches
+
+
+def _domain():
+  return arithmetic_domain(
+    min_operands=3, max_operands=6, max_digits=1, operators="+", bound=999, num_seeds=32, num_heldout=8
+  )
+
+
+def _rates(domain, prompt_ids, prompt_mask):
+  texts = [domain.tokenizer.decode(ids[mask.astype(bool)].tolist()) for ids, mask in zip(prompt_ids, prompt_mask)]
+  return [t.split("| rate ")[1].split(" |")[0] for t in texts]
+
+
+def test_every_value_a_g_rollout_estimate_takes():
+  assert env_p_hat_values("unknown", 4) == ()
+  assert env_p_hat_values("all", 4) == (0.0, 0.25, 0.5, 0.75, 1.0)
+  assert len(env_p_hat_values("all", 10)) == 11
+  with pytest.raises(ValueError, match="warm_start.env_p_hats = 'some': must be one of unknown, all"):
+    env_p_hat_values("some", 4)
+
+
+@pytest.mark.parametrize("env_targets", ["nearby", "variation"])
+def test_each_seed_appears_once_per_shown_rate_and_the_unknown_copy_is_unchanged(env_targets):
+  domain = _domain()
+  plain = sft_batches(domain, "env", seed=5, env_targets=env_targets)
+  shown = sft_batches(domain, "env", seed=5, env_targets=env_targets, p_hat_values=(0.0, 0.5, 1.0))
+  n = len(plain["prompt_ids"])
+  assert n == 32 and all(len(v) == 4 * n for v in shown.values())
+  # the first copy is the run without copies, bit for bit (a default run's warm start does not change)
+  assert all(np.array_equal(shown[k][:n], plain[k]) for k in plain)
+  rates = _rates(domain, shown["prompt_ids"], shown["prompt_mask"])
+  assert rates == ["?"] * n + ["0.0"] * n + ["0.5"] * n + ["1.0"] * n
+  # the same seeds in every copy, only the rate differs; the targets are drawn afresh per copy
+  strip = lambda i: domain.tokenizer.decode(shown["prompt_ids"][i][shown["prompt_mask"][i].astype(bool)].tolist())  # noqa: E731
+  assert strip(0).split("| rate")[0] == strip(n).split("| rate")[0] == strip(3 * n).split("| rate")[0]
+  assert not np.array_equal(shown["target"][:n], shown["target"][n : 2 * n])

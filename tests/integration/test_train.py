@@ -259,3 +259,19 @@ def test_task_rate_spread_samples_the_trained_agent_on_every_heldout_task(straig
   task_rate_spread.main(["--workdir", str(workdir), "--samples", "2"])
   out = capsys.readouterr().out
   assert "| level | tasks |" in out and "best level" in out and "P(in band again) needs --samples >=" in out
+
+
+def test_env_validity_compares_the_initial_and_trained_env_on_each_kind_of_prompt(straight_run, capsys):
+  from genenv_jax.scripts import env_validity
+
+  config, workdir = straight_run
+  cells, counts = env_validity.measure(str(workdir), draws=2, seed=0)
+  assert counts["seed"] == config.domain.num_seeds
+  kinds = ["seed"] + (["generated", "generated, p̂ ?"] if counts["generated"] else [])
+  assert sorted(cells) == sorted((k, e) for k in kinds for e in ("initial", "trained"))
+  assert all(v.shape == (2, config.env.num_seeds * config.env.samples_per_seed) for v in cells.values())
+  again, _ = env_validity.measure(str(workdir), draws=2, seed=0)
+  assert all(np.array_equal(cells[k], again[k]) for k in cells)  # the same keys, the same tasks
+  env_validity.main(["--workdir", str(workdir), "--draws", "1"])
+  out = capsys.readouterr().out
+  assert f"D_env holds {config.domain.num_seeds} seed tasks" in out and "| seed |" in out

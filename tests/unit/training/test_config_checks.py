@@ -128,3 +128,11 @@ def test_main_exits_2_before_any_work_on_a_bad_config(tmp_path):
   assert "agent.optimizer.lr = -1.0" in proc.stderr and "env.curriculum.alpha = 1.5" in proc.stderr
   assert "Traceback" not in proc.stderr
   assert not workdir.exists()  # nothing built, nothing written
+
+
+@pytest.mark.parametrize("base", ["", "smoke"])
+def test_the_pg_variant_keeps_the_env_tasks_per_step_in_groups_of_four(base):
+  plain = default.get_config(base)
+  pg = default.get_config(f"{base}+pg" if base else "pg")
+  assert pg.env.objective == "pg" and pg.env.samples_per_seed == 4
+  assert pg.env.num_seeds * pg.env.samples_per_seed == plain.env.num_seeds * plain.env.samples_per_seed

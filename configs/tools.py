@@ -81,8 +81,8 @@ def _demo(c: ml_collections.ConfigDict) -> None:
   ~300 tokens of an API-Bank task a 0.02 nats/token loss leaves about exp(-300 x 0.02) = 0.2% of samples unbroken,
   and every task was invalid in such a run. At temperature 0.3 the env's tasks parse; the agent samples at 0.5.
   The env's warm-start prompts show every p̂ a task can carry (`warm_start.env_p_hats = "all"`): once a generated task
-  joins D_env, the env is prompted with it and its measured p̂, and an env warm-started on seeds shown as "unknown"
-  wrote invalid BFCL tasks for 7 of 32 such prompts (README, "The text domains on a CPU").
+  joins D_env, the env is prompted with it and its measured p̂, and a BFCL env warm-started on prompts that all showed
+  "unknown" wrote no valid task from such a prompt (README, "The text domains on a CPU").
   """
   c.domain.num_seeds = 8
   c.warm_start.env_p_hats = "all"

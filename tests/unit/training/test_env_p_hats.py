@@ -29,7 +29,7 @@ def test_every_value_a_g_rollout_estimate_takes():
 
 
 @pytest.mark.parametrize("env_targets", ["nearby", "variation"])
-def test_each_seed_appears_once_per_shown_rate_and_the_unknown_copy_is_unchanged(env_targets):
+def test_each_pair_appears_once_per_shown_rate_with_its_target_and_the_unknown_copy_is_unchanged(env_targets):
   domain = _domain()
   plain = sft_batches(domain, "env", seed=5, env_targets=env_targets)
   shown = sft_batches(domain, "env", seed=5, env_targets=env_targets, p_hat_values=(0.0, 0.5, 1.0))
@@ -39,7 +39,9 @@ def test_each_seed_appears_once_per_shown_rate_and_the_unknown_copy_is_unchanged
   assert all(np.array_equal(shown[k][:n], plain[k]) for k in plain)
   rates = _rates(domain, shown["prompt_ids"], shown["prompt_mask"])
   assert rates == ["?"] * n + ["0.0"] * n + ["0.5"] * n + ["1.0"] * n
-  # the same seeds in every copy, only the rate differs; the targets are drawn afresh per copy
+  # the same seeds and targets in every copy: only the rate differs
   strip = lambda i: domain.tokenizer.decode(shown["prompt_ids"][i][shown["prompt_mask"][i].astype(bool)].tolist())  # noqa: E731
   assert strip(0).split("| rate")[0] == strip(n).split("| rate")[0] == strip(3 * n).split("| rate")[0]
-  assert not np.array_equal(shown["target"][:n], shown["target"][n : 2 * n])
+  assert all(
+    np.array_equal(shown[k][:n], shown[k][c * n : (c + 1) * n]) for k in ("target", "target_mask") for c in (1, 2, 3)
+  )

@@ -77,12 +77,12 @@ def sft_batches(
     }
   if env_targets not in ENV_TARGETS:
     raise ValueError(f"warm_start.env_targets = {env_targets!r}: must be one of {', '.join(ENV_TARGETS)}")
-  if env_targets == "variation" and not hasattr(domain, "seed_variations"):
-    raise ValueError(
-      f"warm_start.env_targets = 'variation' needs a domain that can edit its seeds; the {domain.name!r} domain "
-      "cannot: use env_targets = 'nearby'"
-    )
   if env_targets == "variation":
+    if not hasattr(domain, "seed_variations"):
+      raise ValueError(
+        f"warm_start.env_targets = 'variation' needs a domain that can edit its seeds; the {domain.name!r} domain "
+        "cannot: use env_targets = 'nearby'"
+      )
     targets = domain.seed_variations(seed)
     target, target_mask = targets["env_ids"], targets["env_mask"]
   else:

@@ -6,12 +6,12 @@ Reads DIR/runs/VARIANT_sSEED/summary.json (genenv_jax.sweep) and writes DIR/repo
 (matplotlib) DIR/report_*.png. Per variant:
   - final held-out accuracy (last evaluation) and later-half accuracy (mean of the later half of the evaluations),
     each as mean ± sample std (ddof=1) over seeds;
-  - the p̂ trajectory (mean over seeds per logged step) and the fraction of the later half's steps with p̂ in the band
+  - the p̂ trajectory (mean over seeds per step) and the fraction of the later half's steps with p̂ in the band
     |p̂ - α| <= k_min, and the verdict of summary_report rule (a) per seed;
   - the generated-difficulty trajectory;
   - final held-out accuracy per difficulty level.
   - the fraction of the env's tasks whose own p̂ is in the band, over the first quarter, the later half and the last
-    quarter of the logged steps, and the generated difficulty (first and last quarter).
+    quarter of the steps, and the generated difficulty (first and last quarter).
 GenEnv (`--baseline`) minus each ablation: per-item scores paired by seed and item ([seeds, items]), through
 `stats.paired_difference` (two-level bootstrap over seeds and items), on the final evaluation's 0/1 scores and on
 each item's mean score over the later half of the evaluations. The gap is "shown" only when the 95% CI excludes 0 or
@@ -64,7 +64,7 @@ def _ms(values: Sequence[float]) -> dict[str, float]:
 
 
 def trajectory(summaries: Sequence[dict[str, Any]], key: str) -> dict[str, list[float]]:
-  """Mean and std over seeds of a per-step figure at the steps that every seed logged."""
+  """Mean and std over seeds of a per-step figure at the steps that every seed recorded."""
   per = [{int(r["step"]): float(r[key]) for r in s.get("steps", []) if key in r} for s in summaries]
   steps = sorted(set.intersection(*(set(p) for p in per))) if per else []
   vals = np.array([[p[t] for t in steps] for p in per]) if steps else np.zeros((0, 0))
@@ -110,7 +110,7 @@ def variant_figures(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _windows(summary: dict[str, Any], key: str) -> tuple[float, float, float] | None:
-  """Mean of a per-step figure over the first quarter, the later half and the last quarter of the logged steps."""
+  """Mean of a per-step figure over the first quarter, the later half and the last quarter of the steps."""
   values = [float(r[key]) for r in summary.get("steps", []) if key in r]
   if len(values) < 4:
     return None

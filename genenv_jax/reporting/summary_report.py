@@ -8,15 +8,16 @@ GenEnv (arXiv 2512.19682) reports, and issue 3 asks the demo to show:
 
 Rules (pure functions of the summary dict that `train.train` writes; nothing here reads files). Each phenomenon is
 "shown" only when it clears its noise (issue 13); otherwise "not shown", with the figures and the test:
-  start / end of a per-step figure = the mean over the first / last quarter of the logged steps (at least one row);
+  start / end of a per-step figure = the mean over the first / last quarter of the steps (summary.json has a row
+      for every step; at least one row);
   (a) shown when the end mean is inside the band |p̂ - α| <= k_min and at least `stay_frac` (default 0.8) of the
-      logged steps in the later half have their p̂ inside it ("stays there"); `moved` says whether it started outside;
+      steps in the later half have their p̂ inside it ("stays there"); `moved` says whether it started outside;
   (a2) the fraction of the env's tasks whose own p̂ lies in the band rises (end - start > 2 SE, as in (b)) and ends
       at `BAND_FRAC_MIN` (0.4) or more: the env writes tasks at the agent's frontier, not a mix of too-easy and
       too-hard ones whose mean p̂ happens to sit near α (with G = 10 a task whose true rate is 0.5 lands in the band
       about 66% of the time, the ceiling); comparing it with GenEnv-Random needs a sweep (genenv_jax.compare);
   (b) shown when end - start > 2 SE, SE = sqrt(var_start / w + var_end / w) over the two quarter windows of w >= 2
-      steps (fewer than 8 logged steps give no noise estimate: not shown);
+      steps (fewer than 8 steps give no noise estimate: not shown);
   (c) shown when the gain g = last - first held-out accuracy exceeds 2 SE, SE = sqrt(p1 (1-p1) / n + p2 (1-p2) / n)
       on n items (`stats.gain_se`), or, when the evaluations carry per-item `correct` scores, when the paired
       bootstrap 95% CI of g over the items excludes 0 (`stats.paired_difference`); and the later-half mean is above
@@ -112,7 +113,7 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
     raise ValueError(f"stay_frac must be in (0, 1], got {stay_frac}")
   steps, evals = summary.get("steps", []), summary.get("evals", [])
   alpha, k_min = _band(summary)
-  out: dict[str, Any] = {"window": "first vs last quarter of the logged steps", "alpha": alpha, "k_min": k_min}
+  out: dict[str, Any] = {"window": "first vs last quarter of the steps", "alpha": alpha, "k_min": k_min}
   figures = {}
   for key in STEP_FIGURES:
     pair = quarter_means([r[key] for r in steps if key in r])
@@ -143,7 +144,7 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
       "min_end": BAND_FRAC_MIN,
       "test": f"end - start > {N_SE:g} SE of the quarter-window means and end >= {BAND_FRAC_MIN:g}"
       if enough
-      else "under 8 logged steps: no noise estimate, cannot be shown",
+      else "under 8 steps: no noise estimate, cannot be shown",
       "holds": enough and kept["gain"] > N_SE * kept["se"] and kept["end"] >= BAND_FRAC_MIN,
     }
   d = window_gain([r["difficulty_mean"] for r in steps if "difficulty_mean" in r])
@@ -153,7 +154,7 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
       **d,
       "test": f"end - start > {N_SE:g} SE of the quarter-window means"
       if enough
-      else "under 8 logged steps: no noise estimate, cannot be shown",
+      else "under 8 steps: no noise estimate, cannot be shown",
       "holds": enough and d["gain"] > N_SE * d["se"] and d["gain"] > 0,
     }
   if evals:
@@ -194,7 +195,7 @@ def format_report(summary: dict[str, Any]) -> str:
     lines.append(
       f"  (a) mean p̂ on generated tasks    {a['start']:.3f} -> {a['end']:.3f}   "
       f"band [{lo:.2f}, {hi:.2f}]; {'started outside, ' if a['moved'] else 'started inside, '}"
-      f"in band at {100 * a['late_in_band_frac']:.0f}% of the later half's logged steps "
+      f"in band at {100 * a['late_in_band_frac']:.0f}% of the later half's steps "
       f"(test: end in band and >= {100 * a.get('stay_frac', STAY_FRAC):.0f}%): {yes(a)}"
     )
   a2 = ph.get("a2_tasks_in_band_rise")

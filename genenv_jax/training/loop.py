@@ -2,8 +2,9 @@
 
 Resume is exact: the checkpoint holds the whole CoevolutionState (both models, optimizers, references, pools, rng,
 step), and a restart with the same workdir continues from the latest one. SIGTERM (or a TPU maintenance event) saves
-a checkpoint and exits cleanly. WORKDIR/summary.json holds the config, the per-step curriculum figures, the held-out
-evaluations and the wall time, so scripts can compare runs without parsing TensorBoard.
+a checkpoint and exits cleanly. WORKDIR/summary.json holds the config, the curriculum figures of every step (TensorBoard
+gets one step in `log_every`), the held-out evaluations and the wall time, so scripts can compare runs without parsing
+TensorBoard.
 
 Multi-host (one process per host, the same call everywhere): each process places only its own rows of the warm-start
 batches and of the held-out set (`sharding.process_local_rows`, `host_local_to_global`, `global_batch`); metrics and
@@ -317,6 +318,13 @@ class Summary:
       tmp.replace(self.path)
 
 
+def _summary_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+  """The few scalars of a step's summary.json row (SUMMARY_KEYS): fetched at every step, so that the end-of-run tests
+  and sweep reports read every step's tasks, not one step in `log_every` (TensorBoard and the progress line keep
+  `log_every`)."""
+  return {v: metrics[v] for v in SUMMARY_KEYS.values() if v in metrics}
+
+
 def _host_metrics(metrics: dict[str, Any], mesh) -> dict[str, np.ndarray]:
   """The step's metrics as numpy arrays on every process (an all-gather where they span several processes)."""
   return shd.to_host(dict(metrics), mesh)
@@ -497,12 +505,13 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
     with jax.set_mesh(run.mesh):
       state, metrics = step_fn(state)
     step += 1
-    if step % config.log_every == 0 or step == config.total_steps:
-      host = _host_metrics(metrics, run.mesh)  # waits for the step
+    logged = step % config.log_every == 0 or step == config.total_steps
+    host = _host_metrics(metrics if logged else _summary_metrics(metrics), run.mesh)  # waits for the step
+    summary.data["steps"].append({"step": step, **summary_record(host)})  # every step, whatever log_every
+    if logged:
       t_log = time.time()
       extra = {"perf/step_s": t_log - t0, **{f"perf/{k}_s": v for k, v in timings.items()}, **learning_rates(host)}
       log_tags.log_step(writer, run, step, host, extra)
-      summary.data["steps"].append({"step": step, **summary_record(host)})
       record = summary.data["steps"][-1]
       progress.update(step, {k: float(host[k]) for k in PROGRESS_KEYS if k in host and _reported(k, record)})
       timings = {"log": time.time() - t_log}

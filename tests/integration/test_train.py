@@ -16,7 +16,7 @@ from conftest import PROJECT_ROOT
 from genenv_jax.coevolution.build import build
 from genenv_jax.training.checkpointing import Checkpointer
 from genenv_jax.training.loop import train
-from genenv_jax.training.metrics import read_tags
+from genenv_jax.training.metrics import read_scalars, read_tags
 
 PROJECT = str(PROJECT_ROOT)
 
@@ -114,7 +114,8 @@ def run_cli(workdir, *overrides, timeout=600, **popen):
 
 
 def test_cli_smoke_run_writes_events_checkpoint_and_summary(tmp_path):
-  proc = run_cli(tmp_path, "--config.total_steps=3", "--config.checkpoint_every=3", "--config.eval_every=3")
+  args = ("--config.total_steps=3", "--config.checkpoint_every=3", "--config.eval_every=3", "--config.log_every=2")
+  proc = run_cli(tmp_path, *args)
   out, _ = proc.communicate(timeout=600)
   assert proc.returncode == 0, out[-3000:]
   assert "held-out accuracy" in out and "ETA" in out
@@ -147,6 +148,9 @@ def test_cli_smoke_run_writes_events_checkpoint_and_summary(tmp_path):
   if any(r["invalid_frac"] < 1 for r in summary["steps"]):  # histograms are over valid generated tasks only
     assert {"curriculum/p_hat", "curriculum/difficulty"} <= set(tags["histograms"])
   assert summary["config"]["total_steps"] == 3 and summary["wall_time_s"] > 0
+  # TensorBoard gets one step in log_every (and the last); summary.json, which the verdicts read, gets every step
+  assert [s for s, _ in read_scalars(str(tmp_path / "tensorboard"))["agent/reward_mean"]] == [2, 3]
+  assert [r["step"] for r in summary["steps"]] == [1, 2, 3]
   last = summary["steps"][-1]
   assert {"invalid_frac", "agent_reward"} <= set(last)
   fresh = {"p_hat_mean", "band_frac", "difficulty_mean"}

@@ -13,6 +13,9 @@ That expectation, maximised over levels, is the most an env could reach on rule 
 band) by choosing the level alone, writing that level's tasks at random. When it is well below 0.4, the rule needs
 an env that also chooses *which* tasks of a level (their digits), which is what the issue's (a2) figure measures.
 
+Then, for α = 0.3 ... 0.7, the level an env that chases the band would settle on (`settling_level`) and that
+level's mean rate: the mean p̂ rule (a) would read there.
+
 The last column asks how far choosing the tasks themselves can go. The `--samples` answers of a task are cut into
 m = samples // G disjoint groups of G, each an independent G-rollout p̂. A task re-served unchanged after its p̂
 landed in the band lands there again with probability P(in band | in band before); over a level's tasks, with k_i
@@ -78,6 +81,24 @@ def level_table(
       )
     )
   return rows
+
+
+def settling_level(
+  difficulty: np.ndarray, rate: np.ndarray, group_size: int, alpha: float, k_min: float
+) -> dict[str, float]:
+  """The level an env that chases the band settles on, for a target α: the one whose tasks, written at random, put
+  the largest expected share of G-rollout p̂ in |p̂ - α| <= k_min (band-filtered RWR, and GRPO on R_env, both move the
+  env toward it). Its mean rate is the mean p̂ that rule (a) would then read. With coarse levels the same level wins
+  over a range of α, and its mean rate need not lie within k_min of α.
+
+  Returns {alpha, level, mean (of the level's rates), expected_in_band}."""
+  rate = np.asarray(rate, np.float64)
+  share = {
+    level: float(band_probability(rate[difficulty == level], group_size, alpha, k_min).mean())
+    for level in sorted(set(difficulty.tolist()))
+  }
+  level = max(share, key=share.get)
+  return dict(alpha=alpha, level=level, mean=float(rate[difficulty == level].mean()), expected_in_band=share[level])
 
 
 def measure(workdir: str, samples: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -146,6 +167,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     f"best level {best['level']:.0f}: an env writing only its tasks at random would see "
     f"{best['expected_in_band']:.2f} of them in the band"
   )
+  rate = outcomes.mean(axis=1)
+  for alpha in sorted({0.3, 0.4, 0.5, 0.6, 0.7, round(s["alpha"], 6)}):
+    at = settling_level(difficulty, rate, s["group_size"], alpha, s["k_min"])
+    where = "inside" if abs(at["mean"] - alpha) <= s["k_min"] + 1e-9 else "outside"
+    print(
+      f"α = {alpha:.2f}{' (the run)' if alpha == round(s['alpha'], 6) else ''}: the band-chasing env settles on level "
+      f"{at['level']:.0f}, mean rate {at['mean']:.3f} ({where} α ± {s['k_min']:g}), "
+      f"{at['expected_in_band']:.2f} of its tasks in the band"
+    )
   if args.samples < 2 * s["group_size"]:
     print(f"P(in band again) needs --samples >= {2 * s['group_size']} (2 x G)")
   else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from genenv_jax.scripts.task_rate_spread import band_probability, in_band_again, level_table
+from genenv_jax.scripts.task_rate_spread import band_probability, in_band_again, level_table, settling_level
 
 
 def test_band_probability_by_hand():
@@ -38,3 +38,16 @@ def test_in_band_again_by_hand():
   assert in_band_again(outcomes[:, :5], group_size=2, alpha=0.5, k_min=0.0) == 1.0  # 2 groups: only A's pair
   with pytest.raises(ValueError, match="at least 2 x G = 4 samples"):
     in_band_again(outcomes[:, :3], group_size=2, alpha=0.5, k_min=0.0)
+
+
+def test_the_env_settles_on_the_level_with_the_most_tasks_in_the_band_whatever_its_mean():
+  # level 5: all-or-nothing tasks (mean 0.5, none ever in the band); level 6: every task's rate 0.65
+  difficulty = np.array([5] * 4 + [6] * 4)
+  rate = np.array([0.0, 1.0, 0.0, 1.0] + [0.65] * 4)
+  at = settling_level(difficulty, rate, group_size=10, alpha=0.5, k_min=0.1)
+  assert (at["level"], at["mean"]) == (6, pytest.approx(0.65))  # mean 0.65: outside α ± 0.1, yet the best level
+  assert at["expected_in_band"] == pytest.approx(band_probability(np.array([0.65]), 10, 0.5, 0.1)[0])
+  assert settling_level(difficulty, rate, 10, 0.3, 0.1)["level"] == 6  # the same level for another α
+  # a level whose rates all sit at α wins over it
+  tight = settling_level(np.array([6, 7]), np.array([0.65, 0.5]), 10, 0.5, 0.1)
+  assert (tight["level"], tight["mean"]) == (7, 0.5)

@@ -43,8 +43,9 @@ Hyper-parameters and where they come from (GenEnv, arXiv 2512.19682, and its off
   oldest evicted first). Half of the env's prompts are "old" D_env tasks, each shown with the p̂ it had when it
   passed; with the whole history kept (8,192 slots, never full in 200 steps) those seeds went stale as the agent
   learnt, and the env drifted back to easy tasks late in a run (seed 1: difficulty 9.4 -> 4.7, p̂ up to 0.78, with
-  64 env tasks per step). On seeds 0-2 the window gave held-out gains beyond 2 SE on 3 of 3 seeds (1 of 3 without),
-  and mean p̂ in the band for 80% of the later half on 1 of 3 (0 of 3 without) (README, "What the default shows").
+  64 env tasks per step). On seeds 0-2 the window gave held-out gains beyond 2 SE on 3 of 3 seeds (1 of 3 without);
+  mean p̂ stays in the band for 80% of the later half on none (52%, 43%, 74% of its steps; README, "What the default
+  shows").
 The end-of-run summary (genenv_jax/reporting/summary_report.py) states whether the three phenomena showed, with numbers.
 """
 

@@ -13,8 +13,8 @@ That expectation, maximised over levels, is the most an env could reach on rule 
 band) by choosing the level alone, writing that level's tasks at random. When it is well below 0.4, the rule needs
 an env that also chooses *which* tasks of a level (their digits), which is what the issue's (a2) figure measures.
 
-Then, for α = 0.3 ... 0.7, the level an env that chases the band would settle on (`settling_level`) and that
-level's mean rate: the mean p̂ rule (a) would read there.
+Then, for α = 0.3 ... 0.7, the level a band-chasing env is pulled toward (`settling_level`) and that level's mean
+rate: the mean p̂ rule (a) would read there. An env that lags the agent sits below it.
 
 The last column asks how far choosing the tasks themselves can go. The `--samples` answers of a task are cut into
 m = samples // G disjoint groups of G, each an independent G-rollout p̂. A task re-served unchanged after its p̂
@@ -86,10 +86,10 @@ def level_table(
 def settling_level(
   difficulty: np.ndarray, rate: np.ndarray, group_size: int, alpha: float, k_min: float
 ) -> dict[str, float]:
-  """The level an env that chases the band settles on, for a target α: the one whose tasks, written at random, put
-  the largest expected share of G-rollout p̂ in |p̂ - α| <= k_min (band-filtered RWR, and GRPO on R_env, both move the
-  env toward it). Its mean rate is the mean p̂ that rule (a) would then read. With coarse levels the same level wins
-  over a range of α, and its mean rate need not lie within k_min of α.
+  """The level a band-chasing env is pulled toward, for a target α: the one whose tasks, written at random, put the
+  largest expected share of G-rollout p̂ in |p̂ - α| <= k_min (band-filtered RWR, and GRPO on R_env, both move the
+  env toward it). Its mean rate is the mean p̂ that rule (a) would read once the env got there. With coarse levels
+  the same level wins over a range of α, and its mean rate need not lie within k_min of α.
 
   Returns {alpha, level, mean (of the level's rates), expected_in_band}."""
   rate = np.asarray(rate, np.float64)
@@ -172,8 +172,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     at = settling_level(difficulty, rate, s["group_size"], alpha, s["k_min"])
     where = "inside" if abs(at["mean"] - alpha) <= s["k_min"] + 1e-9 else "outside"
     print(
-      f"α = {alpha:.2f}{' (the run)' if alpha == round(s['alpha'], 6) else ''}: the band-chasing env settles on level "
-      f"{at['level']:.0f}, mean rate {at['mean']:.3f} ({where} α ± {s['k_min']:g}), "
+      f"α = {alpha:.2f}{' (the run)' if alpha == round(s['alpha'], 6) else ''}: a band-chasing env is pulled toward "
+      f"level {at['level']:.0f}, mean rate {at['mean']:.3f} ({where} α ± {s['k_min']:g}), "
       f"{at['expected_in_band']:.2f} of its tasks in the band"
     )
   if args.samples < 2 * s["group_size"]:

@@ -263,6 +263,7 @@ def test_task_rate_spread_samples_the_trained_agent_on_every_heldout_task(straig
   task_rate_spread.main(["--workdir", str(workdir), "--samples", "2"])
   out = capsys.readouterr().out
   assert "| level | tasks |" in out and "best level" in out and "P(in band again) needs --samples >=" in out
+  assert "α = 0.50 (the run): a band-chasing env is pulled toward level" in out
 
 
 def test_env_validity_compares_the_initial_and_trained_env_on_each_kind_of_prompt(straight_run, capsys):

@@ -319,9 +319,9 @@ class Summary:
 
 
 def _summary_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
-  """The few scalars of a step's summary.json row (SUMMARY_KEYS): fetched at every step, so that the end-of-run tests
-  and sweep reports read every step's tasks, not one step in `log_every` (TensorBoard and the progress line keep
-  `log_every`)."""
+  """The few scalars of a step's summary.json row (SUMMARY_KEYS), still on the device: every step gets a row, so that
+  the end-of-run tests and sweep reports read every step's tasks, not one step in `log_every` (TensorBoard and the
+  progress line keep `log_every`)."""
   return {v: metrics[v] for v in SUMMARY_KEYS.values() if v in metrics}
 
 
@@ -498,6 +498,19 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
   if start == 0 and not summary.data["evals"]:
     log_tags.log_run_start(writer, config, run.coevolution.settings)
     evaluate_and_log(0)
+  # Every step gets a summary row, whatever log_every. An unlogged step's figures are fetched one step late, once the
+  # next step is dispatched (or when its checkpoint has waited for it), so the host never waits on a step it has just
+  # launched. `unwritten` holds at most that one (step, device figures) pair.
+  unwritten: list[tuple[int, dict[str, Any]]] = []
+
+  def add_row(row_step: int, host: dict[str, np.ndarray]) -> None:
+    summary.data["steps"].append({"step": row_step, **summary_record(host)})
+
+  def write_unwritten() -> None:
+    while unwritten:
+      row_step, figures = unwritten.pop()
+      add_row(row_step, _host_metrics(figures, run.mesh))
+
   step = start
   timings: dict[str, float] = {}  # the loop's phases since the last logged step, in seconds
   while step < config.total_steps:
@@ -505,16 +518,18 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
     with jax.set_mesh(run.mesh):
       state, metrics = step_fn(state)
     step += 1
-    logged = step % config.log_every == 0 or step == config.total_steps
-    host = _host_metrics(metrics if logged else _summary_metrics(metrics), run.mesh)  # waits for the step
-    summary.data["steps"].append({"step": step, **summary_record(host)})  # every step, whatever log_every
-    if logged:
+    write_unwritten()  # the step before this one: finished by now
+    if step % config.log_every == 0 or step == config.total_steps:
+      host = _host_metrics(metrics, run.mesh)  # waits for the step
+      add_row(step, host)
       t_log = time.time()
       extra = {"perf/step_s": t_log - t0, **{f"perf/{k}_s": v for k, v in timings.items()}, **learning_rates(host)}
       log_tags.log_step(writer, run, step, host, extra)
       record = summary.data["steps"][-1]
       progress.update(step, {k: float(host[k]) for k in PROGRESS_KEYS if k in host and _reported(k, record)})
       timings = {"log": time.time() - t_log}
+    else:
+      unwritten.append((step, _summary_metrics(metrics)))
     if step % config.eval_every == 0 or step == config.total_steps:
       t_eval = time.time()
       evaluate_and_log(step)
@@ -522,13 +537,16 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
     preempted = guard.should_stop(step)
     t_save = time.time()
     with _checkpoint_write(checkpointer, step):
-      checkpointer.save(step, state, metadata={"step": step}, force=preempted or step == config.total_steps)
+      saved = checkpointer.save(step, state, metadata={"step": step}, force=preempted or step == config.total_steps)
+    if saved:  # the checkpoint waited for the step: its row goes into summary.json with it
+      write_unwritten()
     writer.flush()  # a remote (gs://) logdir uploads only what changed, so TensorBoard follows the run live
     summary.write()
     timings["checkpoint"] = timings.get("checkpoint", 0.0) + time.time() - t_save
     if preempted:
       log(f"preemption signal: saved the checkpoint at step {step}; exiting")
       break
+  write_unwritten()
   with _checkpoint_write(checkpointer, step):  # an asynchronous write's failure surfaces here
     checkpointer.wait()
   writer.flush()

@@ -38,9 +38,10 @@ def quiet(*_):
 
 @pytest.fixture(scope="module")
 def straight_run(tmp_path_factory):
-  config = tiny_config(total_steps=4, checkpoint_every=2)
+  config = tiny_config(total_steps=4, checkpoint_every=2, log_every=3)  # step 2: saved, not logged
   workdir = tmp_path_factory.mktemp("straight")
-  train(config, str(workdir), log=quiet)
+  summary = train(config, str(workdir), log=quiet)
+  assert [r["step"] for r in summary["steps"]] == [1, 2, 3, 4]  # a row for every step, whatever log_every
   return config, workdir
 
 
@@ -50,7 +51,7 @@ def test_resume_gives_the_same_final_state_as_a_straight_run(tmp_path, straight_
   summary = train(tiny_config(total_steps=4, checkpoint_every=2), str(tmp_path / "resumed"), log=quiet)
   assert summary["final_step"] == 4
   assert [r["step"] for r in summary["steps"]] == [1, 2, 3, 4]
-  assert_states_equal(final_state(straight, config), final_state(tmp_path / "resumed", config))
+  assert_states_equal(final_state(straight, config), final_state(tmp_path / "resumed", config))  # log_every 3 vs 1
 
 
 def test_export_of_a_trained_agent_loads_in_transformers(tmp_path, straight_run):

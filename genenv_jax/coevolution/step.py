@@ -146,6 +146,21 @@ def _masked_stats(x: jax.Array, mask: jax.Array, prefix: str) -> dict[str, jax.A
   }
 
 
+def by_seed_source(values: dict[str, jax.Array], valid: jax.Array, from_base: jax.Array) -> dict[str, jax.Array]:
+  """Each `[B]` value's mean over the valid tasks written from base seeds (`<name>_base_seeded`) and from generated
+  tasks of D_env (`<name>_pool_seeded`); NaN where no such task exists (the log and summary.json then leave it out).
+
+  Mean p̂ averages both kinds of prompt, in the proportions of `pools.env_seed_mix`; apart, they show when one kind
+  pulls it out of the band (README, "What the default shows")."""
+  out = {}
+  for source, mask in (("base", valid & from_base), ("pool", valid & ~from_base)):
+    m = mask.astype(jnp.float32)
+    n = m.sum()
+    for name, x in values.items():
+      out[f"{name}_{source}_seeded"] = jnp.where(n > 0, (x * m).sum() / jnp.maximum(n, 1.0), jnp.nan)
+  return out
+
+
 class Coevolution:
   """Binds the static pieces (graphdefs, domain, optimizers, settings) and exposes the pure phase functions."""
 
@@ -464,6 +479,9 @@ class Coevolution:
         }
       )
       metrics.update({f"env/{k}": v for k, v in _masked_stats(fresh.difficulty, valid, "difficulty").items()})
+      from_base = jnp.repeat(seeds["is_seed"], s.env_samples_per_seed)
+      by_source = by_seed_source({"p_hat_mean": p_hat, "difficulty_mean": fresh.difficulty}, valid, from_base)
+      metrics.update({f"env/{k}": v for k, v in by_source.items()})
       if s.env_train:
         env, env_opt, env_metrics = self.env_update(
           state.env, state.env_opt, state.env_ref, env_prompts, env_out, fresh_cur, valid

@@ -12,6 +12,8 @@ Rules (pure functions of the summary dict that `train.train` writes; nothing her
       for every step; at least one row);
   (a) shown when the end mean is inside the band |p̂ - α| <= k_min and at least `stay_frac` (default 0.8) of the
       steps in the later half have their p̂ inside it ("stays there"); `moved` says whether it started outside;
+      the later half's mean p̂ is also given apart for tasks written from base seeds and from generated ones (when
+      the rows have them), to show which kind of env prompt holds it out of the band;
   (a2) the fraction of the env's tasks whose own p̂ lies in the band rises (end - start > 2 SE, as in (b)) and ends
       at `BAND_FRAC_MIN` (0.4) or more: the env writes tasks at the agent's frontier, not a mix of too-easy and
       too-hard ones whose mean p̂ happens to sit near α (with G = 10 a task whose true rate is 0.5 lands in the band
@@ -136,6 +138,11 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
       "stay_frac": stay_frac,
       "holds": inside(end) and late_frac >= stay_frac - 1e-9,
     }
+    late_steps = steps[len(steps) // 2 :]
+    for source, key in (("base_seeds", "p_hat_mean_base_seeded"), ("generated_seeds", "p_hat_mean_pool_seeded")):
+      values = [r[key] for r in late_steps if key in r]
+      if values:
+        out["a_p_hat_into_band"][f"late_mean_from_{source}"] = sum(values) / len(values)
   kept = window_gain([r["band_frac"] for r in steps if "band_frac" in r])
   if kept is not None:
     enough = kept["window"] >= 2
@@ -198,6 +205,13 @@ def format_report(summary: dict[str, Any]) -> str:
       f"in band at {100 * a['late_in_band_frac']:.0f}% of the later half's steps "
       f"(test: end in band and >= {100 * a.get('stay_frac', STAY_FRAC):.0f}%): {yes(a)}"
     )
+    sources = [
+      f"{a[k]:.3f} on tasks written from {name}"
+      for k, name in (("late_mean_from_base_seeds", "base seeds"), ("late_mean_from_generated_seeds", "generated ones"))
+      if k in a
+    ]
+    if sources:
+      lines.append(f"      later-half mean p̂: {', '.join(sources)}")
   a2 = ph.get("a2_tasks_in_band_rise")
   if a2:
     lines.append(

@@ -2,8 +2,9 @@
 
 One tag per measured quantity, under six topics:
   curriculum/  the env's fresh tasks as the agent meets them: mean p̂, the fraction in the α band (and the band's
-               limits, to draw beside p̂), R_env, invalid and all-or-nothing fractions, generated difficulty; the
-               replayed tasks' p̂ and difficulty; histograms of p̂ (one bin per k/G) and of difficulty (one per level).
+               limits, to draw beside p̂), R_env, invalid and all-or-nothing fractions, generated difficulty, mean p̂
+               and difficulty apart for tasks written from base seeds and from generated ones; the replayed tasks'
+               p̂ and difficulty; histograms of p̂ (one bin per k/G) and of difficulty (one per level).
   agent/       the GRPO update: reward, policy-gradient loss, KL to the reference, entropy, groups without signal,
                response length, gradient norm before clipping and the fraction of updates clipped, update norm,
                learning rate. The importance ratio and PPO clip fraction only with several mini-batches: with one,
@@ -56,6 +57,12 @@ _FRESH_TASKS = {  # the env's tasks of this step; needs at least one valid task
   "env/difficulty_mean": "curriculum/difficulty_mean",
   "env/difficulty_std": "curriculum/difficulty_std",
   "env/difficulty_max": "curriculum/difficulty_max",
+  # the same tasks split by the env prompt's seed: a base seed task, or a generated task from D_env (each left out
+  # when no valid task of that kind was written this step)
+  "env/p_hat_mean_base_seeded": "curriculum/p_hat_mean_from_base_seeds",
+  "env/p_hat_mean_pool_seeded": "curriculum/p_hat_mean_from_generated_seeds",
+  "env/difficulty_mean_base_seeded": "curriculum/difficulty_mean_from_base_seeds",
+  "env/difficulty_mean_pool_seeded": "curriculum/difficulty_mean_from_generated_seeds",
 }
 _ENV_WRITES = {  # whenever the env wrote tasks
   "env/invalid_frac": "curriculum/invalid_frac",

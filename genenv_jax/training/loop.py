@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import pathlib
 import tempfile
@@ -49,6 +50,8 @@ SUMMARY_KEYS = {
   "difficulty_mean": "env/difficulty_mean",
   "agent_reward": "agent/reward_mean",
   "replay_p_hat_mean": "replay/p_hat_mean",
+  "p_hat_mean_base_seeded": "env/p_hat_mean_base_seeded",
+  "p_hat_mean_pool_seeded": "env/p_hat_mean_pool_seeded",
 }
 FRESH_TASK_KEYS = ("p_hat_mean", "band_frac", "difficulty_mean")  # need at least one valid env task
 
@@ -56,8 +59,9 @@ FRESH_TASK_KEYS = ("p_hat_mean", "band_frac", "difficulty_mean")  # need at leas
 def summary_record(host: dict[str, Any]) -> dict[str, float]:
   """One step's summary.json row; the fresh tasks' p̂, band fraction and difficulty are left out at a step whose env
   tasks were all invalid (there is nothing to average: a 0 there would read as a real value, e.g. a rise in
-  difficulty from 0 once tasks become valid)."""
-  row = {k: float(host[v]) for k, v in SUMMARY_KEYS.items() if v in host}
+  difficulty from 0 once tasks become valid); a figure with no tasks to average this step (NaN: say, no task was
+  written from a base seed) is left out too."""
+  row = {k: float(host[v]) for k, v in SUMMARY_KEYS.items() if v in host and math.isfinite(float(host[v]))}
   if row.get("invalid_frac", 0.0) >= 1.0:
     row = {k: v for k, v in row.items() if k not in FRESH_TASK_KEYS}
   return row

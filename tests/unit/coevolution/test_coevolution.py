@@ -7,7 +7,7 @@ import pytest
 from coevolution_configs import tiny_config
 
 from genenv_jax.coevolution.build import build
-from genenv_jax.coevolution.step import Coevolution
+from genenv_jax.coevolution.step import Coevolution, by_seed_source
 from genenv_jax.sampling import sampler as sampling
 
 
@@ -75,6 +75,22 @@ def test_step_compiles_once_and_updates_everything(one_device):
   delta = jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), state.agent, state.agent_ref)
   assert max(jax.tree.leaves(delta)) > 0
   assert int(state.train_pool.valid.sum()) >= 64  # the seeds stay
+  first = history[0]  # D_env holds only base seeds at step 0: every task was written from one
+  if float(first["env/invalid_frac"]) < 1.0:
+    assert float(first["env/p_hat_mean_base_seeded"]) == pytest.approx(float(first["env/p_hat_mean"]))
+    assert float(first["env/difficulty_mean_base_seeded"]) == pytest.approx(float(first["env/difficulty_mean"]))
+  assert np.isnan(float(first["env/p_hat_mean_pool_seeded"]))
+
+
+def test_by_seed_source_averages_each_kind_of_prompt_over_its_valid_tasks():
+  p_hat = jnp.asarray([0.9, 0.7, 0.5, 0.3, 0.1])
+  valid = jnp.asarray([True, True, True, False, True])
+  from_base = jnp.asarray([True, True, False, False, False])
+  out = {k: float(v) for k, v in by_seed_source({"p_hat_mean": p_hat}, valid, from_base).items()}
+  assert out["p_hat_mean_base_seeded"] == pytest.approx(0.8)  # (0.9 + 0.7) / 2
+  assert out["p_hat_mean_pool_seeded"] == pytest.approx(0.3)  # (0.5 + 0.1) / 2: the invalid 0.3 is left out
+  none_base = by_seed_source({"p_hat_mean": p_hat}, valid, jnp.zeros(5, bool))
+  assert np.isnan(float(none_base["p_hat_mean_base_seeded"]))
 
 
 @pytest.mark.parametrize("mesh", ["8x1x1", "2x2x2"])

@@ -140,3 +140,18 @@ def test_a2_needs_a_rise_beyond_the_noise_and_an_end_of_at_least_0_4():
   a2 = phenomena(base)["a2_tasks_in_band_rise"]
   assert a2["end"] == pytest.approx(0.4) and a2["gain"] < 2 * a2["se"] and not a2["holds"]
   assert "(a2) tasks whose own p̂ is in band" in format_report(base) and "not shown" in format_report(base)
+
+
+def test_the_later_half_mean_p_hat_is_split_by_the_env_prompts_seed_source():
+  s = make_summary(p_hat=[0.6] * 8, difficulty=[5] * 8, accuracy=[0.5])
+  for i, row in enumerate(s["steps"]):
+    row["p_hat_mean_base_seeded"] = 0.9 if i < 6 else 0.7  # later half (rows 4-7): 0.9, 0.9, 0.7, 0.7
+    if i != 7:  # a step with no task written from a generated seed has no figure
+      row["p_hat_mean_pool_seeded"] = 0.5
+  a = phenomena(s)["a_p_hat_into_band"]
+  assert a["late_mean_from_base_seeds"] == pytest.approx(0.8)
+  assert a["late_mean_from_generated_seeds"] == pytest.approx(0.5)
+  assert "later-half mean p̂: 0.800 on tasks written from base seeds, 0.500 on tasks written from generated ones" in (
+    format_report(s)
+  )
+  assert "later-half mean p̂:" not in format_report(make_summary(p_hat=[0.6] * 8, difficulty=[5] * 8, accuracy=[0.5]))

@@ -108,6 +108,10 @@ def test_ratio_and_ppo_clipping_only_with_several_minibatches():
 def test_counters_and_empty_means_are_left_out_until_they_exist():
   tags = log_tags.step_scalars(step_metrics(), COEVOLVE)
   assert "agent/skipped_updates" not in tags and "pool/env_mean_p_hat" not in tags
+  split = {"env/p_hat_mean_base_seeded": 0.7, "env/p_hat_mean_pool_seeded": float("nan")}  # no generated seed yet
+  tags = log_tags.step_scalars(step_metrics(**split), COEVOLVE)
+  assert tags["curriculum/p_hat_mean_from_base_seeds"] == pytest.approx(0.7)
+  assert "curriculum/p_hat_mean_from_generated_seeds" not in tags
   assert tags["pool/train_mean_p_hat"] == pytest.approx(0.6)
   tags = log_tags.step_scalars(step_metrics(**{"counters/skipped_agent": 2.0}), COEVOLVE)
   assert tags["agent/skipped_updates"] == 2.0

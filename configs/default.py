@@ -171,6 +171,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
       num_replay=16,
       replay_mix=(0.5, 0.25, 0.25),
       env_seed_mix=(0.25, 0.5, 0.25),
+      env_admits="band",  # band: the tasks kept in the α band join D_env (the paper); valid: every valid task
       new_window=1,
       keep_seeds=True,
       static_rounds=8,

@@ -98,6 +98,7 @@ def step_settings(config: ml_collections.ConfigDict, domain: Domain, tokenizer: 
     env_kl_cap_mode=e.kl_cap_mode,
     replay_mix=tuple(p.replay_mix),
     env_seed_mix=tuple(p.env_seed_mix),
+    env_pool_admits=p.get("env_admits", "band"),  # absent from configs written before it existed
     new_window=p.new_window,
     keep_seeds=p.keep_seeds,
     agent_max_grad_norm=a.optimizer.max_grad_norm,

@@ -35,6 +35,7 @@ from genenv_jax.tasks.base import Domain, TaskBatch
 POOL_FIELDS = ("prompt_ids", "prompt_mask", "spec", "difficulty", "env_ids", "env_mask")
 MODES = ("coevolve", "static", "grpo")
 ENV_OBJECTIVES = ("rwr", "pg")
+ENV_POOL_ADMITS = ("band", "valid")  # which fresh tasks join D_env (StepSettings.env_pool_admits)
 
 
 @struct.dataclass
@@ -92,6 +93,7 @@ class StepSettings:
   # pools
   replay_mix: tuple[float, float, float] = (0.5, 0.25, 0.25)  # base, old, new
   env_seed_mix: tuple[float, float, float] = (0.5, 0.25, 0.25)
+  env_pool_admits: str = "band"  # which fresh tasks join D_env: those kept in the α band, or every valid one
   new_window: int = 1
   keep_seeds: bool = True
   num_logged_examples: int = 4  # tasks (with their first rollout) that the step returns for the text log
@@ -104,6 +106,8 @@ class StepSettings:
       raise ValueError(f"mode {self.mode!r} is not one of {MODES}")
     if self.env_objective not in ENV_OBJECTIVES:
       raise ValueError(f"env objective {self.env_objective!r} is not one of {ENV_OBJECTIVES}")
+    if self.env_pool_admits not in ENV_POOL_ADMITS:
+      raise ValueError(f"env_pool_admits {self.env_pool_admits!r} is not one of {ENV_POOL_ADMITS}")
     if self.env_objective == "pg" and self.env_samples_per_seed < 2:
       raise ValueError("the policy-gradient env objective needs env_samples_per_seed >= 2 (a group per seed)")
     if self.mode != "coevolve" and self.num_replay <= 0:
@@ -497,7 +501,8 @@ class Coevolution:
         "env_mask": env_out.mask,
       }
       train_pool = pools.insert(train_pool, rows, valid, state.step, p_hat=p_hat, keep_seeds=s.keep_seeds)
-      env_pool = pools.insert(env_pool, rows, fresh_cur["keep"], state.step, p_hat=p_hat, keep_seeds=s.keep_seeds)
+      admitted = fresh_cur["keep"] if s.env_pool_admits == "band" else valid
+      env_pool = pools.insert(env_pool, rows, admitted, state.step, p_hat=p_hat, keep_seeds=s.keep_seeds)
     if s.num_replay:
       replay_p_hat = cur["p_hat"][s.num_fresh :]
       train_pool = pools.update_stats(

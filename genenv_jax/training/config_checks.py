@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable
 import ml_collections
 
 from genenv_jax.benchmarks.registry import DOMAINS
+from genenv_jax.coevolution.step import ENV_POOL_ADMITS
 from genenv_jax.models.attention import IMPLEMENTATIONS
 from genenv_jax.models.config import REMAT_POLICIES
 from genenv_jax.models.transformer import KV_CACHE_KINDS
@@ -128,6 +129,7 @@ _TOP = [
   ("pools.env_capacity", _count(1), "an integer >= 1"),
   ("pools.num_replay", _count(0), "an integer >= 0"),
   ("pools.new_window", _count(1), "an integer >= 1"),
+  ("pools.env_admits", *_choice(ENV_POOL_ADMITS)),
   ("pools.static_rounds", _count(1), "an integer >= 1"),
   ("warm_start.agent_steps", _count(0), "an integer >= 0"),
   ("warm_start.env_steps", _count(0), "an integer >= 0"),
@@ -217,6 +219,11 @@ def _cross_field_problems(config: ml_collections.ConfigDict) -> list[str]:
       "inside [0, 1]"
     )
   domain, targets = g("domain.name"), g("warm_start.env_targets")
+  if targets == "rate_directed" and g("warm_start.env_p_hats") != "all":
+    out.append(
+      "warm_start.env_targets = 'rate_directed' directs each env target by the p̂ its prompt shows: set "
+      "warm_start.env_p_hats = 'all'"
+    )
   if targets == "variation" and domain in DOMAINS and domain != "arithmetic":
     out.append(
       f"warm_start.env_targets = 'variation': only the arithmetic domain can edit its seeds, not {domain!r}; "

@@ -190,6 +190,8 @@ def warm_start(
           w.get("env_copy_frac", 0.0),
           w.get("env_targets", "nearby"),
           env_p_hat_values(w.get("env_p_hats", "unknown"), co.settings.group_size),
+          co.settings.alpha,
+          co.settings.k_min,
         ),
         steps,
         w.batch_size,

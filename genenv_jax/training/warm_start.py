@@ -2,7 +2,8 @@
 
 The agent learns seed prompt -> correct answer; the env learns env prompt(seed) -> another seed task of nearby
 difficulty (|Δ difficulty| <= 1), so that the initial env writes well-formed tasks across the whole difficulty range
-and already tracks its seed's difficulty (or, with env_targets="variation", one local edit of the seed itself).
+and already tracks its seed's difficulty (or, with env_targets="variation", one local edit of the seed itself; with
+"rate_directed", a seed one level harder or easier as the p̂ its prompt shows lies above or below the α band).
 Loss: token-mean NLL, L = Σ -log π(y_t | x, y_<t) / #tokens.
 """
 
@@ -34,7 +35,25 @@ def nearby_difficulty_partners(difficulty: np.ndarray, rng: np.random.Generator,
   return partners
 
 
-ENV_TARGETS = ("nearby", "variation")
+def rate_directed_partners(
+  difficulty: np.ndarray, rng: np.random.Generator, p_hat: float, alpha: float, k_min: float
+) -> np.ndarray:
+  """For each task i shown with success rate `p_hat`, the index of a random task one level harder than i when p̂ is
+  above the α band (p̂ > α + k_min), one level easier when below it, of i's own level when inside it: the direction
+  an env should move from a seed the agent solves that often. Where no task has the level asked for, one of i's own
+  level. `p_hat` < 0 (unknown) gives `nearby_difficulty_partners`."""
+  if p_hat < 0:
+    return nearby_difficulty_partners(difficulty, rng)
+  step = 1 if p_hat > alpha + k_min + 1e-9 else -1 if p_hat < alpha - k_min - 1e-9 else 0
+  by_level = {d: np.nonzero(difficulty == d)[0] for d in np.unique(difficulty)}
+  partners = np.empty(len(difficulty), np.int64)
+  for i, d in enumerate(difficulty):
+    candidates = by_level.get(d + step, by_level[d])
+    partners[i] = rng.choice(candidates)
+  return partners
+
+
+ENV_TARGETS = ("nearby", "variation", "rate_directed")
 ENV_P_HATS = ("unknown", "all")
 
 
@@ -53,20 +72,26 @@ def sft_batches(
   env_copy_frac: float = 0.0,
   env_targets: str = "nearby",
   p_hat_values: Sequence[float] = (),
+  alpha: float = 0.5,
+  k_min: float = 0.1,
 ) -> dict[str, np.ndarray]:
   """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask).
 
   The env's target for seed i: with env_targets="nearby", another seed of nearby difficulty, or with probability
   `env_copy_frac` seed i itself (`nearby_difficulty_partners`); with "variation", one local edit of seed i
-  (`domain.seed_variations`, arithmetic only), so that the env learns to write tasks close to its seed.
+  (`domain.seed_variations`, arithmetic only), so that the env learns to write tasks close to its seed; with
+  "rate_directed", for each p̂ its prompt shows, a seed one level harder when p̂ is above the α band, one level easier
+  when below it, of the same level inside it (`rate_directed_partners`; "nearby" where p̂ is unknown), so that the
+  env starts from the rule "harder when the agent solves the seed often" and the curriculum refines it (it needs
+  `p_hat_values`).
 
   The env's prompt shows its seed's success rate p̂. Seeds have none, so each prompt shows "unknown"; with
-  `p_hat_values` every pair appears once more per value, its prompt showing that p̂ and its target unchanged, so that
-  the env learns to write the same well-formed tasks whatever p̂ its prompt shows. Generated tasks in D_env prompt
-  the env with their measured p̂: a BFCL env warm-started on "unknown" alone wrote 0 valid tasks of 16 from such
-  prompts, and 16 of 16 from the same prompts with p̂ shown as unknown (`scripts/env_validity`; README, "The text
-  domains on a CPU"). Distinct targets per copy made the mapping depend on the p̂ text: that warm start's loss was
-  0.52 nats/token after 225 of 300 steps, against 0.033 with "unknown" alone."""
+  `p_hat_values` every pair appears once more per value, its prompt showing that p̂ and (but for "rate_directed") its
+  target unchanged, so that the env learns to write the same well-formed tasks whatever p̂ its prompt shows. Generated
+  tasks in D_env prompt the env with their measured p̂: a BFCL env warm-started on "unknown" alone wrote 0 valid tasks
+  of 16 from such prompts, and 16 of 16 from the same prompts with p̂ shown as unknown (`scripts/env_validity`;
+  README, "The text domains on a CPU"). Distinct targets per copy made the mapping depend on the p̂ text: that warm
+  start's loss was 0.52 nats/token after 225 of 300 steps, against 0.033 with "unknown" alone."""
   seeds = domain.seed_tasks()
   if which == "agent":
     return {
@@ -77,25 +102,36 @@ def sft_batches(
     }
   if env_targets not in ENV_TARGETS:
     raise ValueError(f"warm_start.env_targets = {env_targets!r}: must be one of {', '.join(ENV_TARGETS)}")
-  if env_targets == "variation":
+  shown = (-1.0, *p_hat_values)  # p̂ = -1: unknown
+  if env_targets == "rate_directed":
+    if not p_hat_values:
+      raise ValueError(
+        "warm_start.env_targets = 'rate_directed' directs each target by the p̂ its prompt shows: set "
+        "warm_start.env_p_hats = 'all'"
+      )
+    rng = np.random.default_rng(seed)
+    difficulty = np.asarray(seeds["difficulty"])
+    partners = [rate_directed_partners(difficulty, rng, p, alpha, k_min) for p in shown]
+    targets = [(seeds["env_ids"][j], seeds["env_mask"][j]) for j in partners]
+  elif env_targets == "variation":
     if not hasattr(domain, "seed_variations"):
       raise ValueError(
         f"warm_start.env_targets = 'variation' needs a domain that can edit its seeds; the {domain.name!r} domain "
         "cannot: use env_targets = 'nearby'"
       )
-    targets = domain.seed_variations(seed)
-    target, target_mask = targets["env_ids"], targets["env_mask"]
+    edits = domain.seed_variations(seed)
+    targets = [(edits["env_ids"], edits["env_mask"])] * len(shown)
   else:
     partners = nearby_difficulty_partners(seeds["difficulty"], np.random.default_rng(seed), env_copy_frac)
-    target, target_mask = seeds["env_ids"][partners], seeds["env_mask"][partners]
+    targets = [(seeds["env_ids"][partners], seeds["env_mask"][partners])] * len(shown)
   rows = {k: jnp.asarray(v) for k, v in seeds.items()}
   prompt = jax.jit(domain.env_prompt)
-  copies = [prompt(rows, {"p_hat": jnp.full(len(target), p, jnp.float32)}) for p in (-1.0, *p_hat_values)]
-  return {  # p̂ = -1: unknown
+  copies = [prompt(rows, {"p_hat": jnp.full(len(seeds["difficulty"]), p, jnp.float32)}) for p in shown]
+  return {
     "prompt_ids": np.concatenate([np.asarray(ids) for ids, _ in copies]),
     "prompt_mask": np.concatenate([np.asarray(mask) for _, mask in copies]),
-    "target": np.concatenate([np.asarray(target)] * len(copies)),
-    "target_mask": np.concatenate([np.asarray(target_mask)] * len(copies)),
+    "target": np.concatenate([np.asarray(ids) for ids, _ in targets]),
+    "target_mask": np.concatenate([np.asarray(mask) for _, mask in targets]),
   }
 
 

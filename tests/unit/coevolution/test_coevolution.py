@@ -228,3 +228,29 @@ def test_reference_per_minibatch_under_remat_at_the_sampling_temperature():
   np.testing.assert_allclose(float(m["agent/ratio_max"]), 1.0, atol=1e-4)
   np.testing.assert_allclose(float(m["agent/kl"]), 0.0, atol=1e-6)
   assert float(m["agent/clip_frac"]) == 0.0
+
+
+class CopyingEnv(Coevolution):
+  """The env's samples replaced by its seeds' own task text: every env task is valid."""
+
+  def generate_tasks(self, env_params, seeds, key):
+    prompts, out, _ = super().generate_tasks(env_params, seeds, key)
+    length = out.tokens.shape[1]
+    width = min(length, seeds["env_ids"].shape[1])
+    tokens = jnp.zeros_like(out.tokens).at[:, :width].set(seeds["env_ids"][:, :width].astype(out.tokens.dtype))
+    mask = jnp.zeros_like(out.mask).at[:, :width].set(seeds["env_mask"][:, :width].astype(out.mask.dtype))
+    out = sampling.SampleOutput(tokens, out.logprobs, mask)
+    return prompts, out, self.domain.parse_env_output(out.tokens, out.mask)
+
+
+@pytest.mark.parametrize("admits", ["band", "valid"])
+def test_d_env_admits_the_tasks_kept_in_the_band_or_every_valid_one(admits):
+  config = tiny_config(**{"pools.env_admits": admits})
+  _, state, history, _ = run_steps(config, 1, devices=jax.devices()[:1], coevolution_cls=CopyingEnv)
+  m = history[0]
+  assert float(m["env/invalid_frac"]) == 0.0  # the copied seeds all parse
+  fresh = config.env.num_seeds
+  kept = round(float(m["env/band_frac"]) * fresh)
+  generated = int(state.env_pool.valid.sum()) - config.domain.num_seeds
+  assert generated == (kept if admits == "band" else fresh)
+  assert int(state.train_pool.valid.sum()) - config.domain.num_seeds == fresh  # D_train takes every valid task

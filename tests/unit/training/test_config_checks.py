@@ -44,7 +44,12 @@ def test_every_shipped_config_variant_is_valid(module, variant):
     ("mesh.fsdp", 0, "mesh.fsdp = 0: must be an integer >= 1, or -1"),
     ("mode", "ppo", "mode = 'ppo': must be one of 'coevolve', 'static', 'grpo'"),
     ("warm_start.env_copy_frac", 1.5, "warm_start.env_copy_frac = 1.5: must be a number in [0, 1]"),
-    ("warm_start.env_targets", "copy", "warm_start.env_targets = 'copy': must be one of 'nearby', 'variation'"),
+    (
+      "warm_start.env_targets",
+      "copy",
+      "warm_start.env_targets = 'copy': must be one of 'nearby', 'variation', 'rate_directed'",
+    ),
+    ("pools.env_admits", "all", "pools.env_admits = 'all': must be one of 'band', 'valid'"),
     ("warm_start.env_p_hats", "some", "warm_start.env_p_hats = 'some': must be one of 'unknown', 'all'"),
   ],
 )
@@ -91,6 +96,17 @@ def test_seed_variations_only_where_the_domain_can_edit_its_seeds():
   assert problems(config) == [
     "warm_start.env_targets = 'variation': only the arithmetic domain can edit its seeds, not 'bfcl'; use 'nearby'"
   ]
+
+
+def test_rate_directed_env_targets_need_every_p_hat_shown():
+  config = default.get_config("")
+  config.warm_start.env_targets = "rate_directed"
+  assert problems(config) == [
+    "warm_start.env_targets = 'rate_directed' directs each env target by the p̂ its prompt shows: set "
+    "warm_start.env_p_hats = 'all'"
+  ]
+  config.warm_start.env_p_hats = "all"
+  assert problems(config) == []
 
 
 def test_choice_lists_come_from_the_registries_the_code_dispatches_on():

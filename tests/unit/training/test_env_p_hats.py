@@ -45,3 +45,38 @@ def test_each_pair_appears_once_per_shown_rate_with_its_target_and_the_unknown_c
   assert all(
     np.array_equal(shown[k][:n], shown[k][c * n : (c + 1) * n]) for k in ("target", "target_mask") for c in (1, 2, 3)
   )
+
+
+def test_rate_directed_partners_move_one_level_toward_the_band():
+  from genenv_jax.training.warm_start import rate_directed_partners
+
+  difficulty = np.asarray([2, 2, 3, 3, 4, 4, 6])
+  rng = np.random.default_rng(0)
+  for p_hat, step in ((0.9, 1), (0.6, 0), (0.5, 0), (0.4, 0), (0.2, -1)):
+    partners = rate_directed_partners(difficulty, rng, p_hat, alpha=0.5, k_min=0.1)
+    moved = difficulty[partners] - difficulty
+    expected = np.where(np.isin(difficulty + step, difficulty), step, 0)  # no level 5, 1 or 7: stay on the level
+    assert np.array_equal(moved, expected), (p_hat, moved)
+  unknown = rate_directed_partners(difficulty, rng, -1.0, alpha=0.5, k_min=0.1)
+  assert np.all(np.abs(difficulty[unknown] - difficulty) <= 1)
+
+
+def test_rate_directed_targets_are_harder_above_the_band_and_easier_below_it():
+  domain = _domain()
+  with pytest.raises(ValueError, match="warm_start.env_p_hats = 'all'"):
+    sft_batches(domain, "env", seed=5, env_targets="rate_directed")
+  shown = sft_batches(domain, "env", seed=5, env_targets="rate_directed", p_hat_values=(0.0, 0.5, 1.0))
+  n = 32
+  assert all(len(v) == 4 * n for v in shown.values())
+  rates = _rates(domain, shown["prompt_ids"], shown["prompt_mask"])
+  assert rates == ["?"] * n + ["0.0"] * n + ["0.5"] * n + ["1.0"] * n
+  seeds = domain.seed_tasks()
+  level = {tuple(ids[m.astype(bool)]): d for ids, m, d in zip(seeds["env_ids"], seeds["env_mask"], seeds["difficulty"])}
+  target_level = np.asarray([level[tuple(t[m.astype(bool)])] for t, m in zip(shown["target"], shown["target_mask"])])
+  d = np.tile(seeds["difficulty"], 4)
+  below, inside, above = (slice(c * n, (c + 1) * n) for c in (1, 2, 3))
+  assert np.all(target_level[inside] == d[inside])
+  top, bottom = d.max(), d.min()
+  assert np.all((target_level[above] == d[above] + 1) | (d[above] == top))
+  assert np.all((target_level[below] == d[below] - 1) | (d[below] == bottom))
+  assert (target_level[above] > d[above]).any() and (target_level[below] < d[below]).any()

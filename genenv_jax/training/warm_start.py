@@ -22,16 +22,34 @@ from genenv_jax.rl.updates import gradient_step
 from genenv_jax.tasks.base import Domain
 
 
-def nearby_difficulty_partners(difficulty: np.ndarray, rng: np.random.Generator, copy_frac: float = 0.0) -> np.ndarray:
-  """For each task i, the index of a random task j != i with |d_j - d_i| <= 1 (i itself when it has none), or, with
-  probability `copy_frac`, i itself: an env that has learnt to sometimes restate its seed can later be taught (by
-  RWR) to restate the seeds that sit in the α band."""
+def nearby_difficulty_partners(
+  difficulty: np.ndarray, rng: np.random.Generator, copy_frac: float = 0.0, level_first: bool = False
+) -> np.ndarray:
+  """For each task i of difficulty d, the index of a random task j != i of difficulty d - 1, d or d + 1 (i itself when
+  none exists), or, with probability `copy_frac`, i itself: an env that has learnt to sometimes restate its seed can
+  later be taught (by RWR) to restate the seeds that sit in the α band.
+
+  By default j is drawn uniformly over all such tasks, so where the seeds are not spread evenly over levels the
+  partner leans toward the more numerous one: on the demo's seeds (level k weighted 0.6**k) partners are 0.25-0.37
+  levels easier on average at levels 3-10, and an env warm-started on them writes tasks 1-1.6 levels below its seed at
+  levels 7 and 9 (README, "What the default shows"). With `level_first`, a level is drawn uniformly among the three
+  that hold such a task, then a task uniformly within it: the partner's difficulty is unbiased."""
   partners = np.arange(len(difficulty))
   copies = rng.random(len(difficulty)) < copy_frac
+  if not level_first:
+    for i, d in enumerate(difficulty):
+      candidates = np.nonzero((np.abs(difficulty - d) <= 1) & (np.arange(len(difficulty)) != i))[0]
+      if len(candidates) and not copies[i]:
+        partners[i] = rng.choice(candidates)
+    return partners
+  by_level = {d: np.nonzero(difficulty == d)[0] for d in np.unique(difficulty)}
   for i, d in enumerate(difficulty):
-    candidates = np.nonzero((np.abs(difficulty - d) <= 1) & (np.arange(len(difficulty)) != i))[0]
-    if len(candidates) and not copies[i]:
-      partners[i] = rng.choice(candidates)
+    levels = [lv for lv in (d - 1, d, d + 1) if lv in by_level and (lv != d or len(by_level[d]) > 1)]
+    if copies[i] or not levels:
+      continue
+    candidates = by_level[levels[rng.integers(len(levels))]]
+    candidates = candidates[candidates != i]
+    partners[i] = candidates[rng.integers(len(candidates))]
   return partners
 
 
@@ -41,9 +59,9 @@ def rate_directed_partners(
   """For each task i shown with success rate `p_hat`, the index of a random task one level harder than i when p̂ is
   above the α band (p̂ > α + k_min), one level easier when below it, of i's own level when inside it: the direction
   an env should move from a seed the agent solves that often. Where no task has the level asked for, one of i's own
-  level. `p_hat` < 0 (unknown) gives `nearby_difficulty_partners`."""
+  level. `p_hat` < 0 (unknown) gives `nearby_difficulty_partners` with `level_first` (unbiased, as the rest)."""
   if p_hat < 0:
-    return nearby_difficulty_partners(difficulty, rng)
+    return nearby_difficulty_partners(difficulty, rng, level_first=True)
   step = 1 if p_hat > alpha + k_min + 1e-9 else -1 if p_hat < alpha - k_min - 1e-9 else 0
   by_level = {d: np.nonzero(difficulty == d)[0] for d in np.unique(difficulty)}
   partners = np.empty(len(difficulty), np.int64)
@@ -53,7 +71,7 @@ def rate_directed_partners(
   return partners
 
 
-ENV_TARGETS = ("nearby", "variation", "rate_directed")
+ENV_TARGETS = ("nearby", "nearby_level", "variation", "rate_directed")
 ENV_P_HATS = ("unknown", "all")
 
 
@@ -78,10 +96,11 @@ def sft_batches(
   """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask).
 
   The env's target for seed i: with env_targets="nearby", another seed of nearby difficulty, or with probability
-  `env_copy_frac` seed i itself (`nearby_difficulty_partners`); with "variation", one local edit of seed i
+  `env_copy_frac` seed i itself (`nearby_difficulty_partners`; "nearby_level" draws the partner's level first, so
+  that it is unbiased); with "variation", one local edit of seed i
   (`domain.seed_variations`, arithmetic only), so that the env learns to write tasks close to its seed; with
   "rate_directed", for each p̂ its prompt shows, a seed one level harder when p̂ is above the α band, one level easier
-  when below it, of the same level inside it (`rate_directed_partners`; "nearby" where p̂ is unknown), so that the
+  when below it, of the same level inside it (`rate_directed_partners`; "nearby_level" where p̂ is unknown), so that the
   env starts from the rule "harder when the agent solves the seed often" and the curriculum refines it (it needs
   `p_hat_values`).
 
@@ -122,7 +141,9 @@ def sft_batches(
     edits = domain.seed_variations(seed)
     targets = [(edits["env_ids"], edits["env_mask"])] * len(shown)
   else:
-    partners = nearby_difficulty_partners(seeds["difficulty"], np.random.default_rng(seed), env_copy_frac)
+    level_first = env_targets == "nearby_level"
+    rng = np.random.default_rng(seed)
+    partners = nearby_difficulty_partners(seeds["difficulty"], rng, env_copy_frac, level_first=level_first)
     targets = [(seeds["env_ids"][partners], seeds["env_mask"][partners])] * len(shown)
   rows = {k: jnp.asarray(v) for k, v in seeds.items()}
   prompt = jax.jit(domain.env_prompt)

@@ -237,7 +237,7 @@ def test_summary_records_leave_out_fresh_task_figures_when_every_env_task_is_inv
   assert summary_record(host)["difficulty_mean"] == 0.0 and summary_record(host)["p_hat_mean"] == 0.0
 
 
-def test_env_warm_start_partners_are_nearby_in_difficulty_or_the_seed_itself():
+def test_env_warm_start_partners_are_nearby_in_difficulty_or_the_seed_itself_and_can_be_unbiased():
   from genenv_jax.training.warm_start import nearby_difficulty_partners
 
   difficulty = np.asarray([2, 2, 3, 5, 5, 9])
@@ -250,6 +250,15 @@ def test_env_warm_start_partners_are_nearby_in_difficulty_or_the_seed_itself():
   many = np.repeat(difficulty, 200)
   copies = (nearby_difficulty_partners(many, rng, copy_frac=0.5) == np.arange(len(many)))[: 5 * 200].mean()
   assert 0.4 < copies < 0.6
+  # seeds skewed toward easy levels (level k weighted 0.6**k, as the demo's): the partner is not skewed with them
+  skewed = np.repeat(np.arange(2, 9), [int(4000 * 0.6**k) for k in range(7)])
+  biased, unbiased = (nearby_difficulty_partners(skewed, rng, level_first=first) for first in (False, True))
+  for level in range(3, 8):
+    at = skewed == level
+    assert (skewed[biased] - skewed)[at].mean() < -0.2  # uniform over the tasks: toward the more numerous level
+    shift = (skewed[unbiased] - skewed)[at]
+    assert abs(shift.mean()) < 0.1 and set(shift) == {-1, 0, 1}, (level, shift.mean())
+  assert np.all(nearby_difficulty_partners(difficulty, rng, level_first=True)[5:] == 5)  # the lone level-9 task
 
 
 def test_task_rate_spread_samples_the_trained_agent_on_every_heldout_task(straight_run, capsys):

@@ -47,7 +47,7 @@ def test_every_shipped_config_variant_is_valid(module, variant):
     (
       "warm_start.env_targets",
       "copy",
-      "warm_start.env_targets = 'copy': must be one of 'nearby', 'variation', 'rate_directed'",
+      "warm_start.env_targets = 'copy': must be one of 'nearby', 'nearby_level', 'variation', 'rate_directed'",
     ),
     ("pools.env_admits", "all", "pools.env_admits = 'all': must be one of 'band', 'valid'"),
     ("warm_start.env_p_hats", "some", "warm_start.env_p_hats = 'some': must be one of 'unknown', 'all'"),

@@ -290,3 +290,27 @@ def test_env_validity_compares_the_initial_and_trained_env_on_each_kind_of_promp
   env_validity.main(["--workdir", str(workdir), "--draws", "1"])
   out = capsys.readouterr().out
   assert f"D_env holds {config.domain.num_seeds} seed tasks" in out and "| seed |" in out
+
+
+def test_level_shifts_average_the_written_minus_the_seed_level_per_seed_level():
+  from genenv_jax.scripts.env_tracking import level_shifts
+
+  seed = np.asarray([3, 3, 3, 5, 5, 7])
+  task = np.asarray([4, 2, 9, 5, 6, 0])
+  valid = np.asarray([True, True, False, True, True, False])
+  assert level_shifts(seed, task, valid) == {3: 0.0, 5: 0.5}  # (+1 - 1) / 2; the invalid ones are left out
+
+
+def test_env_tracking_reports_both_envs_for_every_p_hat_shown(straight_run, capsys):
+  from genenv_jax.scripts import env_tracking
+
+  _, workdir = straight_run
+  cells = env_tracking.measure(str(workdir), per_level=2, draws=1, seed=0)
+  assert sorted(cells) == sorted((e, p) for e in env_tracking.ENVS for p in env_tracking.SHOWN)
+  assert all(abs(v) <= 20 for shifts in cells.values() for v in shifts.values())
+  assert cells == env_tracking.measure(str(workdir), per_level=2, draws=1, seed=0)  # the same keys, the same tasks
+  env_tracking.main(["--workdir", str(workdir), "--per-level", "2", "--draws", "1"])
+  out = capsys.readouterr().out
+  assert "| env | p̂ shown |" in out and "| initial | ? |" in out and "| trained | 1.0 |" in out
+  with pytest.raises(SystemExit):
+    env_tracking.main(["--workdir", str(workdir), "--draws", "0"])

@@ -31,9 +31,10 @@ def nearby_difficulty_partners(
 
   By default j is drawn uniformly over all such tasks, so where the seeds are not spread evenly over levels the
   partner leans toward the more numerous one: on the demo's seeds (level k weighted 0.6**k) partners are 0.25-0.37
-  levels easier on average at levels 3-10, and an env warm-started on them writes tasks 1-1.6 levels below its seed at
-  levels 7 and 9 (README, "What the default shows"). With `level_first`, a level is drawn uniformly among the three
-  that hold such a task, then a task uniformly within it: the partner's difficulty is unbiased."""
+  levels easier on average at levels 3-10, and an env warm-started on them writes tasks 0.2-1.0 levels below its seed
+  at levels 3-7 (`scripts/env_tracking`; README, "What the default shows"). With `level_first`, a level is drawn
+  uniformly among the three that hold such a task, then a task uniformly within it: the partner's difficulty is
+  unbiased."""
   partners = np.arange(len(difficulty))
   copies = rng.random(len(difficulty)) < copy_frac
   if not level_first:

@@ -13,6 +13,11 @@ Variants (`--config=configs/default.py:VARIANT`, composable left to right with '
   grpo      plain GRPO on the seed tasks, no env.
   pg        the env trained with GRPO on R_env instead of RWR: K = 4 samples per seed, as many env tasks per step
             as the config it modifies (8 seeds x 4 = 32 here; README, "What the default shows", for its figures).
+  reads_p_hat  an env that reads the agent's p̂ on its seed: D_env takes every valid task with its p̂
+            (pools.env_admits = "valid"), the env's warm start (600 steps) pairs each seed shown each p̂ = k / G with
+            a seed one level harder above the α band, easier below, alike inside (env_targets = "rate_directed"),
+            and every env prompt is a generated task (env_seed_mix = (0, 0.5, 0.5)), never a base seed shown "?".
+            Measured on seeds 0-2, not yet against the ablations (README, "What the default shows").
 
 The demo's task family: sums of 3..12 single digits (difficulty = the number of '+' signs, 2..11). The earlier
 family (up to 4 numbers of up to 2 digits, 512 seeds) was beyond this ~0.15M-parameter agent: it memorised the seeds
@@ -195,7 +200,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   return c
 
 
-VARIANTS = ("coevolve", "smoke", "tiny", "random", "random_pooled", "static", "grpo", "pg")
+VARIANTS = ("coevolve", "smoke", "tiny", "random", "random_pooled", "static", "grpo", "pg", "reads_p_hat")
 
 
 def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
@@ -231,6 +236,12 @@ def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
     c.env.objective = "pg"
     c.env.samples_per_seed = 4
     c.env.num_seeds = max(c.env.num_seeds // 4, 1)
+  elif variant == "reads_p_hat":
+    c.pools.env_admits = "valid"
+    c.pools.env_seed_mix = (0.0, 0.5, 0.5)  # (base, old, new): base seeds have no p̂ to read
+    c.warm_start.env_targets = "rate_directed"
+    c.warm_start.env_p_hats = "all"
+    c.warm_start.env_steps = 600  # at 150 the env's written level did not yet depend on the p̂ shown
   else:
     raise ValueError(
       f"unknown variant {variant!r} of configs/default.py; choose from {', '.join(VARIANTS)} "

@@ -97,13 +97,12 @@ def sft_batches(
   """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask).
 
   The env's target for seed i: with env_targets="nearby", another seed of nearby difficulty, or with probability
-  `env_copy_frac` seed i itself (`nearby_difficulty_partners`; "nearby_level" draws the partner's level first, so
-  that it is unbiased); with "variation", one local edit of seed i
-  (`domain.seed_variations`, arithmetic only), so that the env learns to write tasks close to its seed; with
-  "rate_directed", for each p̂ its prompt shows, a seed one level harder when p̂ is above the α band, one level easier
-  when below it, of the same level inside it (`rate_directed_partners`; "nearby_level" where p̂ is unknown), so that the
-  env starts from the rule "harder when the agent solves the seed often" and the curriculum refines it (it needs
-  `p_hat_values`).
+  `env_copy_frac` seed i itself (`nearby_difficulty_partners`; "nearby_level" draws the partner's level first, so that
+  it is unbiased); with "variation", one local edit of seed i (`domain.seed_variations`, arithmetic only), so that the
+  env learns to write tasks close to its seed; with "rate_directed", for each p̂ its prompt shows, a seed one level
+  harder when p̂ is above the α band, one level easier when below it, of the same level inside it
+  (`rate_directed_partners`; "nearby_level" where p̂ is unknown), so that the env starts from the rule "harder when
+  the agent solves the seed often" and the curriculum refines it (it needs `p_hat_values`).
 
   The env's prompt shows its seed's success rate p̂. Seeds have none, so each prompt shows "unknown"; with
   `p_hat_values` every pair appears once more per value, its prompt showing that p̂ and (but for "rate_directed") its

@@ -16,7 +16,8 @@ GenEnv (`--baseline`) minus each ablation: per-item scores paired by seed and it
 `stats.paired_difference` (two-level bootstrap over seeds and items), on the final evaluation's 0/1 scores and on
 each item's mean score over the later half of the evaluations. The gap is "shown" only when the 95% CI excludes 0 or
 the mean gap exceeds the seed spread (std over seeds of the per-seed gaps). The claimed order GenEnv > GenEnv-Random
-> Static is tested link by link the same way, on the later-half scores.
+> Static is tested link by link the same way, on the later-half scores. A gap that clears the same test below 0 says
+so ("not shown: reversed, ABLATION ahead beyond the noise").
 """
 
 from __future__ import annotations
@@ -146,14 +147,20 @@ def paired_gap(
   d = stats.paired_difference(np.array(x), np.array(y), n_boot=n_boot)
   per_seed = [float(np.mean(u) - np.mean(v)) for u, v in zip(x, y)]
   spread = stats.mean_std(per_seed)[1]
-  shown = d["mean"] > 0 and (d["lo"] > 0 or (len(seeds) > 1 and d["mean"] > spread))
+  beyond_noise = lambda gap, ci_end: ci_end > 0 or (len(seeds) > 1 and gap > spread)  # noqa: E731
+  if d["mean"] > 0 and beyond_noise(d["mean"], d["lo"]):
+    verdict = "shown"
+  elif d["mean"] < 0 and beyond_noise(-d["mean"], -d["hi"]):
+    verdict = f"not shown: reversed, {b} ahead beyond the noise"
+  else:
+    verdict = "not shown"
   return {
     "seeds": seeds,
     "mean": d["mean"],
     "ci95": [d["lo"], d["hi"]],
     "per_seed": per_seed,
     "seed_std": spread,
-    "verdict": "shown" if shown else "not shown",
+    "verdict": verdict,
     "test": "paired bootstrap 95% CI over seeds and items excludes 0, or mean gap > seed std",
   }
 

@@ -3,12 +3,14 @@
   python -m genenv_jax.sweep --config=configs/default.py --variants=coevolve,random,static,grpo --seeds=0,1,2 \
       --workdir=DIR [--jobs=2] [--report] [-- --config.key=value ...]
 
-Each run is `python -m genenv_jax.main --config=CONFIG:VARIANT --config.seed=SEED` in DIR/runs/VARIANT_sSEED
-(a variant may compose override sets, e.g. smoke+random). A run whose summary.json has reached its total_steps is
-skipped; any other run is started again in its own workdir, so it resumes from its latest checkpoint
-(genenv_jax.training.loop). Every run's TensorBoard directory is linked under DIR/tensorboard/VARIANT_sSEED, so
-`tensorboard --logdir DIR/tensorboard` overlays them. `--report` writes the comparison (genenv_jax.compare, the first
-variant as the baseline) when the runs are done.
+Each run is `python -m genenv_jax.main --config=CONFIG:VARIANT --config.seed=SEED` in DIR/runs/VARIANT_sSEED (a
+variant may compose override sets, e.g. smoke+random). A CONFIG given with its own variant, e.g.
+`--config=configs/default.py:reads_p_hat`, is the base of every run: the runs are `reads_p_hat+VARIANT`, still named
+VARIANT_sSEED, so that the comparison reads `coevolve`, `random` and `static` as GenEnv and its ablations. A run whose
+summary.json has reached its total_steps is skipped; any other run is started again in its own workdir, so it resumes
+from its latest checkpoint (genenv_jax.training.loop). Every run's TensorBoard directory is linked under
+DIR/tensorboard/VARIANT_sSEED, so `tensorboard --logdir DIR/tensorboard` overlays them. `--report` writes the
+comparison (genenv_jax.compare, the first variant as the baseline) when the runs are done.
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   global _CONFIG, _VARIANTS, _SEEDS, _WORKDIR, _JOBS, _REPORT, _DRY_RUN
   fv = flag_values
   _CONFIG = flags.DEFINE_string(
-    "config", None, "config file, e.g. configs/default.py (variants are appended as :VARIANT)", flag_values=fv
+    "config",
+    None,
+    "config file, e.g. configs/default.py (variants are appended as :VARIANT), or a file with a base variant, e.g. "
+    "configs/default.py:reads_p_hat (runs are reads_p_hat+VARIANT)",
+    flag_values=fv,
   )
   _VARIANTS = flags.DEFINE_list(
     "variants", ["coevolve", "random", "static", "grpo"], "variants of the config", flag_values=fv
@@ -89,13 +95,26 @@ def is_finished(path: str) -> bool:
   return final is not None and final >= s.get("config", {}).get("total_steps", float("inf"))
 
 
+def split_config(config: str) -> tuple[str, str]:
+  """(config file, base variant) of --config: `configs/default.py:reads_p_hat` -> ("configs/default.py", "reads_p_hat");
+  the base is "" when none is given."""
+  path, _, base = config.partition(":")
+  return path, base.strip()
+
+
+def run_variant(config: str, variant: str) -> str:
+  """The override sets of one run: the --config's base variant, if any, then the run's own (`reads_p_hat+random`)."""
+  base = split_config(config)[1]
+  return f"{base}+{variant}" if base else variant
+
+
 def command(config: str, spec: RunSpec, path: str, overrides: list[str]) -> list[str]:
   """The `genenv_jax.main` command line of one run."""
   return [
     sys.executable,
     "-m",
     "genenv_jax.main",
-    f"--config={config}:{spec.variant}",
+    f"--config={split_config(config)[0]}:{run_variant(config, spec.variant)}",
     f"--workdir={path}",
     f"--config.seed={spec.seed}",
     *overrides,
@@ -109,14 +128,14 @@ def check_configs(config: str, specs: list[RunSpec], overrides: list[str]) -> No
 
   from genenv_jax.training.config_checks import ConfigError, validate
 
-  path = config.split(":", 1)[0]
+  path = split_config(config)[0]
   spec = importlib.util.spec_from_file_location("sweep_config", path)
   if spec is None or not os.path.isfile(path):
     print(f"sweep: error: the config file {path!r} does not exist", file=sys.stderr)
     sys.exit(2)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  for variant in sorted({s.variant for s in specs}):
+  for variant in sorted({run_variant(config, s.variant) for s in specs}):
     try:
       validate(module.get_config(variant))
     except (ConfigError, ValueError) as e:

@@ -219,7 +219,7 @@ def _cross_field_problems(config: ml_collections.ConfigDict) -> list[str]:
       "inside [0, 1]"
     )
   domain, targets = g("domain.name"), g("warm_start.env_targets")
-  if targets == "rate_directed" and g("warm_start.env_p_hats") != "all":
+  if targets == "rate_directed" and g("warm_start.env_p_hats") in set(ENV_P_HATS) - {"all"}:  # a bad value: named above
     out.append(
       "warm_start.env_targets = 'rate_directed' directs each env target by the p̂ its prompt shows: set "
       "warm_start.env_p_hats = 'all'"

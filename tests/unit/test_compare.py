@@ -53,6 +53,7 @@ def test_report_figures_gaps_and_files(tmp_path):
     table[("random", s)] = fake_summary(s, 0.5, 0.60 + 0.01 * s, off)
     # a gap inside the noise: other items, a gap that changes sign over seeds
     table[("static", s)] = fake_summary(s, 0.5, 0.70 + 0.01 * s + (0.01, -0.01, 0.005)[s], off, order_seed=7)
+    table[("random_pooled", s)] = fake_summary(s, 0.5, 0.80 + 0.01 * s, off)  # ahead of GenEnv on every seed
   write_runs(tmp_path, table)
   text = compare.write_report(str(tmp_path), n_boot=300)
   rep = json.loads((tmp_path / "report.json").read_text())
@@ -68,6 +69,8 @@ def test_report_figures_gaps_and_files(tmp_path):
   assert g["random"]["mean"] == pytest.approx(0.10, abs=0.002) and g["random"]["ci95"][0] > 0
   assert g["random"]["verdict"] == "shown"
   assert g["static"]["verdict"] == "not shown" and g["static"]["ci95"][0] < 0 < g["static"]["ci95"][1]
+  assert g["random_pooled"]["mean"] == pytest.approx(-0.10, abs=0.002) and g["random_pooled"]["ci95"][1] < 0
+  assert g["random_pooled"]["verdict"] == "not shown: reversed, random_pooled ahead beyond the noise"
   assert "| random | 3 | +0.100" in text and "not shown" in text
   for name in ("report.md", "report_p_hat_mean.png", "report_difficulty_mean.png", "report_accuracy_by_difficulty.png"):
     assert (tmp_path / name).stat().st_size > 0, name

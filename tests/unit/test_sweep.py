@@ -35,6 +35,19 @@ def test_plan_and_bad_inputs():
   ]
 
 
+def test_a_base_variant_in_config_prefixes_every_run_and_keeps_the_names(tmp_path):
+  specs = sweep.plan(["coevolve", "random"], [1])
+  assert sweep.split_config("configs/default.py:reads_p_hat") == ("configs/default.py", "reads_p_hat")
+  assert sweep.split_config("configs/default.py") == ("configs/default.py", "")
+  cmd = sweep.command("configs/default.py:reads_p_hat", specs[1], "/w/r", [])
+  assert cmd[3] == "--config=configs/default.py:reads_p_hat+random" and specs[1].name == "random_s1"
+  assert sweep.command("configs/default.py", specs[1], "/w/r", [])[3] == "--config=configs/default.py:random"
+  sweep.check_configs(f"{ROOT}/configs/default.py:reads_p_hat", specs, [])  # reads_p_hat+coevolve, reads_p_hat+random
+  with pytest.raises(SystemExit) as e:
+    sweep.check_configs(f"{ROOT}/configs/default.py:bogus", specs, [])
+  assert e.value.code == 2
+
+
 def test_variants_compose():
   from configs.default import get_config
 
@@ -47,6 +60,10 @@ def test_variants_compose():
   assert tuple(get_config("random").pools.env_seed_mix) == (1.0, 0.0, 0.0)
   pooled = get_config("random_pooled")
   assert not pooled.env.train and tuple(pooled.pools.env_seed_mix) == tuple(get_config("").pools.env_seed_mix)
+  # a variant composed before an ablation keeps its own settings where the ablation sets none
+  reads = get_config("reads_p_hat+random")
+  assert reads.pools.env_admits == "valid" and reads.warm_start.env_targets == "rate_directed" and not reads.env.train
+  assert tuple(reads.pools.env_seed_mix) == (1.0, 0.0, 0.0) and reads.warm_start.env_steps == 600
   with pytest.raises(ValueError, match="unknown variant 'bogus'.*smoke\\+random"):
     get_config("smoke+bogus")
 

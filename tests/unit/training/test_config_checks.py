@@ -105,6 +105,8 @@ def test_rate_directed_env_targets_need_every_p_hat_shown():
     "warm_start.env_targets = 'rate_directed' directs each env target by the p̂ its prompt shows: set "
     "warm_start.env_p_hats = 'all'"
   ]
+  config.warm_start.env_p_hats = "some"  # a bad value is named once, by its own check
+  assert problems(config) == ["warm_start.env_p_hats = 'some': must be one of 'unknown', 'all'"]
   config.warm_start.env_p_hats = "all"
   assert problems(config) == []
 

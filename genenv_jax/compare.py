@@ -147,7 +147,10 @@ def paired_gap(
   d = stats.paired_difference(np.array(x), np.array(y), n_boot=n_boot)
   per_seed = [float(np.mean(u) - np.mean(v)) for u, v in zip(x, y)]
   spread = stats.mean_std(per_seed)[1]
-  beyond_noise = lambda gap, ci_end: ci_end > 0 or (len(seeds) > 1 and gap > spread)  # noqa: E731
+
+  def beyond_noise(gap: float, ci_end: float) -> bool:  # both signed so that the gap is > 0; ci_end: the end nearer 0
+    return ci_end > 0 or (len(seeds) > 1 and gap > spread)
+
   if d["mean"] > 0 and beyond_noise(d["mean"], d["lo"]):
     verdict = "shown"
   elif d["mean"] < 0 and beyond_noise(-d["mean"], -d["hi"]):

@@ -35,7 +35,7 @@ def test_plan_and_bad_inputs():
   ]
 
 
-def test_a_base_variant_in_config_prefixes_every_run_and_keeps_the_names(tmp_path):
+def test_a_base_variant_in_config_prefixes_every_run_and_keeps_the_names():
   specs = sweep.plan(["coevolve", "random"], [1])
   assert sweep.split_config("configs/default.py:reads_p_hat") == ("configs/default.py", "reads_p_hat")
   assert sweep.split_config("configs/default.py") == ("configs/default.py", "")

@@ -144,16 +144,17 @@ def warm_start(
 
     return line
 
+  env_steps = 0 if config.mode == "grpo" else w.env_steps  # plain GRPO never samples the env: nothing to warm
   phases = [
     ("agent", co.agent_graphdef, w.agent_steps, config.seed),
-    ("env", co.env_graphdef, w.env_steps, config.seed + 1),
+    ("env", co.env_graphdef, env_steps, config.seed + 1),
   ]
   models = {"agent": state.agent, "env": state.env}
   start_phase, resume = "agent", None
   with jax.set_mesh(run.mesh):
     if progress is not None and progress.latest_step() is not None:
       meta = progress.metadata(progress.latest_step())
-      steps = dict(agent=w.agent_steps, env=w.env_steps)
+      steps = dict(agent=w.agent_steps, env=env_steps)
       opt_target = {}
       if meta["done"]:
         opt_target = sft_optimizer(w.lr, steps[meta["phase"]]).init(models[meta["phase"]])

@@ -8,19 +8,20 @@ Variants (`--config=configs/default.py:VARIANT`, composable left to right with '
             tasks only (pools.env_seed_mix = (1, 0, 0)): no α signal reaches it.
   random_pooled  the env never trained, but its seeds drawn as GenEnv's are, from D_env, which holds the tasks that
             passed the α band: the α signal reaches this env through its seeds (the `random` of sessions before
-            2026-12-04; README, "What the default shows").
+            2026-12-04; docs/EXPERIMENTS.md, "What the default shows").
   static    static augmentation: the env generates once after warm start, then only replay.
   grpo      plain GRPO on the seed tasks, no env.
   pg        the env trained with GRPO on R_env instead of RWR: K = 4 samples per seed, as many env tasks per step
-            as the config it modifies (8 seeds x 4 = 32 here; README, "What the default shows", for its figures).
+            as the config it modifies (8 seeds x 4 = 32 here; docs/EXPERIMENTS.md, "What the default shows", for
+            its figures).
   reads_p_hat  an env that reads the agent's p̂ on its seed: D_env takes every valid task with its p̂
             (pools.env_admits = "valid"), the env's warm start (600 steps) pairs each seed shown each p̂ = k / G with
             a seed one level harder above the α band, easier below, alike inside (env_targets = "rate_directed"),
             and every env prompt is a generated task (env_seed_mix = (0, 0.5, 0.5)), never a base seed shown "?".
             On seeds 0-2: (a) on 2 of 3, (b), (c) and (d) (against its own random and static) on 3 of 3,
             but its untrained env (reads_p_hat+random_pooled) is 0.020 ahead in held-out accuracy: RWR collapses
-            the trained env onto one level. Not the default (README, "What the default shows", "The env that
-            reads p̂"); sweep it with `python -m genenv_jax.sweep --config=configs/default.py:reads_p_hat`.
+            the trained env onto one level. Not the default (docs/EXPERIMENTS.md, "What the default shows", "The
+            env that reads p̂"); sweep it with `python -m genenv_jax.sweep --config=configs/default.py:reads_p_hat`.
 
 The demo's task family: sums of 3..12 single digits (difficulty = the number of '+' signs, 2..11). The earlier
 family (up to 4 numbers of up to 2 digits, 512 seeds) was beyond this ~0.15M-parameter agent: it memorised the seeds
@@ -52,8 +53,8 @@ Hyper-parameters and where they come from (GenEnv, arXiv 2512.19682, and its off
   passed; with the whole history kept (8,192 slots, never full in 200 steps) those seeds went stale as the agent
   learnt, and the env drifted back to easy tasks late in a run (seed 1: difficulty 9.4 -> 4.7, p̂ up to 0.78, with
   64 env tasks per step). On seeds 0-2 the window gave held-out gains beyond 2 SE on 3 of 3 seeds (1 of 3 without);
-  mean p̂ stays in the band for 80% of the later half on none (52%, 43%, 74% of its steps; README, "What the default
-  shows").
+  mean p̂ stays in the band for 80% of the later half on none (52%, 43%, 74% of its steps; docs/EXPERIMENTS.md,
+  "What the default shows").
 The end-of-run summary (genenv_jax/reporting/summary_report.py) states whether the three phenomena showed, with numbers.
 """
 

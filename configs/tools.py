@@ -7,8 +7,8 @@ travelplanner, alfworld, each the training domain of that benchmark (`genenv_jax
 sentencepiece model (byte fallback, so any text round-trips; `--config.tokenizer=HF_DIR` for a model's own), whose 512
 pieces make long texts: the lengths below are in its tokens, and tasks that do not fit are dropped (counted). These
 runs check the plumbing (env writes, domain parses and verifies on the host, both models update); tiny random models
-solve nothing, and `NAME+demo` gives the env enough warm start to write valid tasks (README, "The text domains on a
-CPU"). For real training start from configs/qwen2_5_7b.py and set `domain` as here.
+solve nothing, and `NAME+demo` gives the env enough warm start to write valid tasks (docs/EXPERIMENTS.md, "The text
+domains on a CPU"). For real training start from configs/qwen2_5_7b.py and set `domain` as here.
 """
 
 import ml_collections
@@ -82,7 +82,7 @@ def _demo(c: ml_collections.ConfigDict) -> None:
   and every task was invalid in such a run. At temperature 0.3 the env's tasks parse; the agent samples at 0.5.
   The env's warm-start prompts show every p̂ a task can carry (`warm_start.env_p_hats = "all"`): once a generated task
   joins D_env, the env is prompted with it and its measured p̂, and a BFCL env warm-started on prompts that all showed
-  "unknown" wrote no valid task from such a prompt (README, "The text domains on a CPU").
+  "unknown" wrote no valid task from such a prompt (docs/EXPERIMENTS.md, "The text domains on a CPU").
   """
   c.domain.num_seeds = 8
   c.warm_start.env_p_hats = "all"

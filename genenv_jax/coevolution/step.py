@@ -155,7 +155,7 @@ def by_seed_source(values: dict[str, jax.Array], valid: jax.Array, from_base: ja
   tasks of D_env (`<name>_pool_seeded`); NaN where no such task exists (the log and summary.json then leave it out).
 
   Mean p̂ averages both kinds of prompt, in the proportions of `pools.env_seed_mix`; apart, they show when one kind
-  pulls it out of the band (README, "What the default shows")."""
+  pulls it out of the band (docs/EXPERIMENTS.md, "What the default shows")."""
   out = {}
   for source, mask in (("base", valid & from_base), ("pool", valid & ~from_base)):
     m = mask.astype(jnp.float32)

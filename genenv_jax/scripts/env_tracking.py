@@ -11,8 +11,8 @@ warm-started reference of the KL) and with the trained env. Per seed level and p
 
 An env that tracks its seed writes Δ near 0 from every level. An env that reads p̂ writes Δ > 0 where the agent
 solves the seed often (p̂ above the α band) and Δ < 0 where it rarely does, which is what a curriculum needs from
-it when its seeds go stale as the agent learns (README, "What the default shows"). A cell is blank when no written
-task was valid. Both envs use the same sampling keys.
+it when its seeds go stale as the agent learns (docs/EXPERIMENTS.md, "What the default shows"). A cell is blank
+when no written task was valid. Both envs use the same sampling keys.
 """
 
 from __future__ import annotations

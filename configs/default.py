@@ -168,7 +168,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.env.logprob_chunk = 512
   c.env.num_seeds = 32
   c.env.samples_per_seed = 1
-  c.env.curriculum = ml_collections.ConfigDict(dict(alpha=0.5, beta=10.0, k_min=0.1, rwr_lambda=1.0))
+  # balance: "none" (the paper's RWR) | "level" (each kept level an equal share of the RWR weight; variant `balanced`)
+  c.env.curriculum = ml_collections.ConfigDict(dict(alpha=0.5, beta=10.0, k_min=0.1, rwr_lambda=1.0, balance="none"))
   c.env.kl_coef = 0.001
   c.env.max_kl = 0.05
   c.env.kl_cap_mode = "scale"  # skip | scale | sqrt
@@ -204,7 +205,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   return c
 
 
-VARIANTS = ("coevolve", "smoke", "tiny", "random", "random_pooled", "static", "grpo", "pg", "reads_p_hat")
+VARIANTS = ("coevolve", "smoke", "tiny", "random", "random_pooled", "static", "grpo", "pg", "reads_p_hat", "balanced")
 
 
 def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
@@ -246,6 +247,8 @@ def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
     c.warm_start.env_targets = "rate_directed"
     c.warm_start.env_p_hats = "all"
     c.warm_start.env_steps = 600  # at 150 the env's written level did not yet depend on the p̂ shown
+  elif variant == "balanced":
+    c.env.curriculum.balance = "level"
   else:
     raise ValueError(
       f"unknown variant {variant!r} of configs/default.py; choose from {', '.join(VARIANTS)} "

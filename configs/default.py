@@ -22,6 +22,9 @@ Variants (`--config=configs/default.py:VARIANT`, composable left to right with '
             but its untrained env (reads_p_hat+random_pooled) is 0.020 ahead in held-out accuracy: RWR collapses
             the trained env onto one level. Not the default (docs/EXPERIMENTS.md, "What the default shows", "The
             env that reads p̂"); sweep it with `python -m genenv_jax.sweep --config=configs/default.py:reads_p_hat`.
+  balanced  RWR with each level among the kept tasks given an equal share of the weight (env.curriculum.balance =
+            "level", `curriculum.level_balanced_weights`; not in the paper): the env keeps writing every level that
+            reached the band instead of collapsing onto the commonest one.
 
 The demo's task family: sums of 3..12 single digits (difficulty = the number of '+' signs, 2..11). The earlier
 family (up to 4 numbers of up to 2 digits, 512 seeds) was beyond this ~0.15M-parameter agent: it memorised the seeds

@@ -22,6 +22,9 @@ Variants (`--config=configs/default.py:VARIANT`, composable left to right with '
             but its untrained env (reads_p_hat+random_pooled) is 0.020 ahead in held-out accuracy: RWR collapses
             the trained env onto one level. Not the default (docs/EXPERIMENTS.md, "What the default shows", "The
             env that reads p̂"); sweep it with `python -m genenv_jax.sweep --config=configs/default.py:reads_p_hat`.
+  seeds_only  GenEnv with its env prompted by the base seeds only (pools.env_seed_mix = (1, 0, 0)), as GenEnv-Random's
+            is: the two then differ only in whether the env is trained. `--config=configs/default.py:seeds_only
+            --variants=coevolve,random` sweeps that pair (README, "What the default shows").
   balanced  RWR with each level among the kept tasks given an equal share of the weight (env.curriculum.balance =
             "level", `curriculum.level_balanced_weights`; not in the paper): the env keeps writing every level that
             reached the band instead of collapsing onto the commonest one.
@@ -208,7 +211,19 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   return c
 
 
-VARIANTS = ("coevolve", "smoke", "tiny", "random", "random_pooled", "static", "grpo", "pg", "reads_p_hat", "balanced")
+VARIANTS = (
+  "coevolve",
+  "smoke",
+  "tiny",
+  "random",
+  "random_pooled",
+  "static",
+  "grpo",
+  "pg",
+  "reads_p_hat",
+  "balanced",
+  "seeds_only",
+)
 
 
 def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
@@ -252,6 +267,8 @@ def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
     c.warm_start.env_steps = 600  # at 150 the env's written level did not yet depend on the p̂ shown
   elif variant == "balanced":
     c.env.curriculum.balance = "level"
+  elif variant == "seeds_only":  # GenEnv prompted as GenEnv-Random is: the env's training is its only α signal
+    c.pools.env_seed_mix = (1.0, 0.0, 0.0)
   else:
     raise ValueError(
       f"unknown variant {variant!r} of configs/default.py; choose from {', '.join(VARIANTS)} "

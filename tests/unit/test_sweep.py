@@ -60,6 +60,10 @@ def test_variants_compose():
   assert tuple(get_config("random").pools.env_seed_mix) == (1.0, 0.0, 0.0)
   pooled = get_config("random_pooled")
   assert not pooled.env.train and tuple(pooled.pools.env_seed_mix) == tuple(get_config("").pools.env_seed_mix)
+  # seeds_only: GenEnv prompted as GenEnv-Random is, so that the pair differs only in whether the env is trained
+  seeds_only = get_config("seeds_only")
+  assert seeds_only.env.train and tuple(seeds_only.pools.env_seed_mix) == (1.0, 0.0, 0.0)
+  assert get_config("seeds_only+random").to_dict() == get_config("random").to_dict()
   # a variant composed before an ablation keeps its own settings where the ablation sets none
   reads = get_config("reads_p_hat+random")
   assert reads.pools.env_admits == "valid" and reads.warm_start.env_targets == "rate_directed" and not reads.env.train

@@ -25,9 +25,6 @@ Variants (`--config=configs/default.py:VARIANT`, composable left to right with '
   seeds_only  GenEnv with its env prompted by the base seeds only (pools.env_seed_mix = (1, 0, 0)), as GenEnv-Random's
             is: the two then differ only in whether the env is trained. `--config=configs/default.py:seeds_only
             --variants=coevolve,random` sweeps that pair (README, "What the default shows").
-  balanced  RWR with each level among the kept tasks given an equal share of the weight (env.curriculum.balance =
-            "level", `curriculum.level_balanced_weights`; not in the paper): the env keeps writing every level that
-            reached the band instead of collapsing onto the commonest one.
 
 The demo's task family: sums of 3..12 single digits (difficulty = the number of '+' signs, 2..11). The earlier
 family (up to 4 numbers of up to 2 digits, 512 seeds) was beyond this ~0.15M-parameter agent: it memorised the seeds
@@ -174,8 +171,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.env.logprob_chunk = 512
   c.env.num_seeds = 32
   c.env.samples_per_seed = 1
-  # balance: "none" (the paper's RWR) | "level" (each kept level an equal share of the RWR weight; variant `balanced`)
-  c.env.curriculum = ml_collections.ConfigDict(dict(alpha=0.5, beta=10.0, k_min=0.1, rwr_lambda=1.0, balance="none"))
+  c.env.curriculum = ml_collections.ConfigDict(dict(alpha=0.5, beta=10.0, k_min=0.1, rwr_lambda=1.0))
   c.env.kl_coef = 0.001
   c.env.max_kl = 0.05
   c.env.kl_cap_mode = "scale"  # skip | scale | sqrt
@@ -221,7 +217,6 @@ VARIANTS = (
   "grpo",
   "pg",
   "reads_p_hat",
-  "balanced",
   "seeds_only",
 )
 
@@ -265,8 +260,6 @@ def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
     c.warm_start.env_targets = "rate_directed"
     c.warm_start.env_p_hats = "all"
     c.warm_start.env_steps = 600  # at 150 the env's written level did not yet depend on the p̂ shown
-  elif variant == "balanced":
-    c.env.curriculum.balance = "level"
   elif variant == "seeds_only":  # GenEnv prompted as GenEnv-Random is: the env's training is its only α signal
     c.pools.env_seed_mix = (1.0, 0.0, 0.0)
   else:

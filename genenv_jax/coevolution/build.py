@@ -92,7 +92,6 @@ def step_settings(config: ml_collections.ConfigDict, domain: Domain, tokenizer: 
     beta=e.curriculum.beta,
     k_min=e.curriculum.k_min,
     rwr_lambda=e.curriculum.rwr_lambda,
-    rwr_balance=e.curriculum.get("balance", "none"),  # absent from configs written before it existed
     success_threshold=config.domain.success_threshold,
     env_kl_coef=e.kl_coef,
     env_max_kl=e.max_kl,

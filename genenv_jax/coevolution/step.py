@@ -86,7 +86,6 @@ class StepSettings:
   beta: float = 10.0
   k_min: float = 0.1
   rwr_lambda: float = 1.0
-  rwr_balance: str = "none"  # curriculum.RWR_BALANCES: "level" gives each kept level an equal share of the weight
   success_threshold: float = 0.5
   env_kl_coef: float = 0.001
   env_max_kl: float = 0.05
@@ -107,8 +106,6 @@ class StepSettings:
       raise ValueError(f"mode {self.mode!r} is not one of {MODES}")
     if self.env_objective not in ENV_OBJECTIVES:
       raise ValueError(f"env objective {self.env_objective!r} is not one of {ENV_OBJECTIVES}")
-    if self.rwr_balance not in curriculum.RWR_BALANCES:
-      raise ValueError(f"rwr_balance {self.rwr_balance!r} is not one of {curriculum.RWR_BALANCES}")
     if self.env_pool_admits not in ENV_POOL_ADMITS:
       raise ValueError(f"env_pool_admits {self.env_pool_admits!r} is not one of {ENV_POOL_ADMITS}")
     if self.env_objective == "pg" and self.env_samples_per_seed < 2:
@@ -470,9 +467,6 @@ class Coevolution:
         k_min=s.k_min,
         lam=s.rwr_lambda,
       )
-      if s.rwr_balance == "level":
-        balanced = curriculum.level_balanced_weights(fresh_cur["weights"], fresh_cur["keep"], fresh.difficulty)
-        fresh_cur = {**fresh_cur, "weights": balanced}
       p_hat, valid = fresh_cur["p_hat"], fresh.valid
       metrics.update(
         {

@@ -112,30 +112,6 @@ def rwr_weights(r_env: Array, keep: Array, lam: float = DEFAULT_LAMBDA) -> Array
   return jax.lax.stop_gradient(w)
 
 
-RWR_BALANCES = ("none", "level")
-
-
-def level_balanced_weights(weights: Array, keep: Array, level: Array) -> Array:
-  """RWR weights re-spread so that each task level among the kept tasks carries an equal share of the mass.
-
-  w'_i = (w_i / n_{d_i}) · Σ_j w_j / Σ_j (w_j / n_{d_j}), with n_d = Σ_j keep_j [d_j = d] the number of kept tasks at
-  level d (shapes [T]). Not in GenEnv (arXiv 2512.19682): its RWR (`rwr_weights`) pulls the env toward wherever most
-  kept tasks were written, and on a task family whose band holds one level at a time that collapses the env onto
-  it (docs/EXPERIMENTS.md, "What the default shows"); balanced, a kept task at a rarely written level pulls as hard
-  as all the kept tasks at the common one, so the env keeps writing every level that reached the band. Σ w' = Σ w
-  (1, or 0 when nothing is kept); the weights carry no gradient.
-  """
-  keep = jnp.asarray(keep, bool)
-  w = jnp.asarray(weights, jnp.float32)
-  d = jnp.asarray(level)
-  same = (d[:, None] == d[None, :]) & keep[None, :]
-  n = jnp.maximum(same.sum(-1).astype(jnp.float32), 1.0)
-  spread = jnp.where(keep, w / n, 0.0)
-  total = spread.sum()
-  out = jnp.where(total > 0, spread * (w.sum() / jnp.where(total > 0, total, 1.0)), 0.0)
-  return jax.lax.stop_gradient(out)
-
-
 def curriculum_targets(
   rewards: Array,
   valid: Array | None = None,

@@ -25,7 +25,7 @@ from genenv_jax.coevolution.step import ENV_POOL_ADMITS
 from genenv_jax.models.attention import IMPLEMENTATIONS
 from genenv_jax.models.config import REMAT_POLICIES
 from genenv_jax.models.transformer import KV_CACHE_KINDS
-from genenv_jax.rl.curriculum import KL_CAP_MODES, RWR_BALANCES
+from genenv_jax.rl.curriculum import KL_CAP_MODES
 from genenv_jax.rl.grpo import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS
 from genenv_jax.training.warm_start import ENV_P_HATS, ENV_TARGETS
 
@@ -122,7 +122,6 @@ _TOP = [
   ("env.curriculum.beta", _positive, "a number > 0"),
   ("env.curriculum.k_min", _unit, "a number in [0, 1] (the band's half-width)"),
   ("env.curriculum.rwr_lambda", _positive, "a number > 0"),
-  ("env.curriculum.balance", *_choice(RWR_BALANCES)),
   ("env.kl_coef", _non_negative, "a number >= 0"),
   ("env.max_kl", _positive, "a number > 0"),
   ("env.kl_cap_mode", *_choice(KL_CAP_MODES)),
@@ -224,10 +223,6 @@ def _cross_field_problems(config: ml_collections.ConfigDict) -> list[str]:
     out.append(
       "warm_start.env_targets = 'rate_directed' directs each env target by the p̂ its prompt shows: set "
       "warm_start.env_p_hats = 'all'"
-    )
-  if g("env.curriculum.balance") == "level" and g("env.objective") == "pg":
-    out.append(
-      "env.curriculum.balance = 'level' re-weights RWR's kept tasks: set env.objective = 'rwr', or balance 'none'"
     )
   if targets == "variation" and domain in DOMAINS and domain != "arithmetic":
     out.append(

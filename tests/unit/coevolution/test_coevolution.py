@@ -8,7 +8,6 @@ from coevolution_configs import tiny_config
 
 from genenv_jax.coevolution.build import build
 from genenv_jax.coevolution.step import Coevolution, by_seed_source
-from genenv_jax.rl import curriculum
 from genenv_jax.sampling import sampler as sampling
 
 
@@ -255,25 +254,3 @@ def test_d_env_admits_the_tasks_kept_in_the_band_or_every_valid_one(admits):
   generated = int(state.env_pool.valid.sum()) - config.domain.num_seeds
   assert generated == (kept if admits == "band" else fresh)
   assert int(state.train_pool.valid.sum()) - config.domain.num_seeds == fresh  # D_train takes every valid task
-
-
-class RecordingEnv(CopyingEnv):
-  """CopyingEnv that also returns the RWR weights its env update received."""
-
-  def env_update(self, env, env_opt, env_ref, env_prompts, env_out, cur, valid):
-    env, env_opt, metrics = super().env_update(env, env_opt, env_ref, env_prompts, env_out, cur, valid)
-    return env, env_opt, {**metrics, "weights": cur["weights"], "keep": cur["keep"], "r_env": cur["r_env"]}
-
-
-@pytest.mark.parametrize("balance", ["none", "level"])
-def test_the_env_update_gets_rwr_weights_balanced_over_levels_or_not(balance):
-  # k_min = 0.5 keeps every valid task, so the kept tasks span the seeds' levels and balancing changes the weights
-  config = tiny_config(**{"env.curriculum.k_min": 0.5, "env.curriculum.balance": balance})
-  _, _, history, _ = run_steps(config, 1, devices=jax.devices()[:1], coevolution_cls=RecordingEnv)
-  m = history[0]
-  keep, level = m["env/keep"], m["hist/difficulty"]
-  assert keep.all() and len(set(level.tolist())) > 1
-  plain = curriculum.rwr_weights(m["env/r_env"], keep)
-  expected = curriculum.level_balanced_weights(plain, keep, level) if balance == "level" else plain
-  np.testing.assert_allclose(m["env/weights"], expected, rtol=1e-6)
-  assert np.allclose(m["env/weights"], plain) == (balance == "none")  # the levels are not equally common

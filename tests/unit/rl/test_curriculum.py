@@ -92,26 +92,6 @@ def test_rwr_weights_hand():
   np.testing.assert_allclose(cur.rwr_weights(r, keep, lam=2.0)[0], 0.549834, rtol=1e-5)
 
 
-def test_level_balanced_weights_hand():
-  # four kept tasks, three at level 3 and one at level 5, equal rewards: RWR gives each 1/4; balanced, level 3's three
-  # share half the mass (1/6 each) and level 5's one task the other half; the dropped task stays at 0
-  keep = jnp.array([True, True, True, True, False])
-  w = cur.rwr_weights(jnp.full(5, 0.9), keep)
-  balanced = cur.level_balanced_weights(w, keep, jnp.array([3, 3, 3, 5, 5]))
-  np.testing.assert_allclose(balanced, [1 / 6, 1 / 6, 1 / 6, 1 / 2, 0.0], rtol=1e-6)
-  # unequal rewards keep their ratio within a level: w ∝ e^R / n_level, renormalised
-  r = jnp.array([1.0, 0.5, 0.9, 0.9, 0.9])
-  w = cur.rwr_weights(r, keep)
-  e = np.exp([1.0, 0.5, 0.9, 0.9]) / np.array([3, 3, 3, 1])
-  np.testing.assert_allclose(
-    cur.level_balanced_weights(w, keep, jnp.array([3, 3, 3, 5, 5]))[:4], e / e.sum(), rtol=1e-5
-  )
-  # one level only: unchanged; nothing kept: all zeros, no NaN
-  np.testing.assert_allclose(cur.level_balanced_weights(w, keep, jnp.full(5, 4)), w, rtol=1e-6)
-  none = cur.level_balanced_weights(jnp.zeros(5), jnp.zeros(5, bool), jnp.arange(5))
-  np.testing.assert_array_equal(none, np.zeros(5))
-
-
 def test_rwr_weights_none_kept_and_large():
   w = cur.rwr_weights(jnp.array([1.0, 0.5]), jnp.array([False, False]))
   np.testing.assert_array_equal(w, [0.0, 0.0])

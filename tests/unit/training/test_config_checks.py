@@ -51,7 +51,6 @@ def test_every_shipped_config_variant_is_valid(module, variant):
     ),
     ("pools.env_admits", "all", "pools.env_admits = 'all': must be one of 'band', 'valid'"),
     ("warm_start.env_p_hats", "some", "warm_start.env_p_hats = 'some': must be one of 'unknown', 'all'"),
-    ("env.curriculum.balance", "task", "env.curriculum.balance = 'task': must be one of 'none', 'level'"),
   ],
 )
 def test_each_bad_value_is_named_with_what_is_allowed(key, value, expected):
@@ -110,14 +109,6 @@ def test_rate_directed_env_targets_need_every_p_hat_shown():
   assert problems(config) == ["warm_start.env_p_hats = 'some': must be one of 'unknown', 'all'"]
   config.warm_start.env_p_hats = "all"
   assert problems(config) == []
-
-
-def test_level_balance_applies_to_rwr_only():
-  config = default.get_config("balanced+pg")
-  assert problems(config) == [
-    "env.curriculum.balance = 'level' re-weights RWR's kept tasks: set env.objective = 'rwr', or balance 'none'"
-  ]
-  assert problems(default.get_config("balanced")) == []
 
 
 def test_choice_lists_come_from_the_registries_the_code_dispatches_on():

@@ -1,19 +1,25 @@
 """The embedded default: a tiny agent and a tiny env co-evolving on synthetic arithmetic, on a CPU in minutes.
 
 Variants (`--config=configs/default.py:VARIANT`, composable left to right with '+', e.g. `smoke+random`):
-  (none)    the demo (also named `coevolve`): warm start, then co-evolution, about 10 minutes on a 2-core CPU.
+  (none)    the demo (also named `coevolve`): warm start, then co-evolution, about 10 minutes on a 2-core CPU. Its env
+            is prompted with the base seeds only (pools.env_seed_mix = (1, 0, 0)), as GenEnv-Random's is, so that
+            the two differ only in whether the env is trained (below, "The env's prompts").
   smoke     the same run shrunk to about a minute (CI and scripts use it).
   tiny      both models at one 32-wide layer (`shrink_models`): tests and scripts that check plumbing, not learning.
   random    GenEnv-Random: the env samples tasks but is never trained (env.train=False), and it writes from the seed
             tasks only (pools.env_seed_mix = (1, 0, 0)): no α signal reaches it.
-  random_pooled  the env never trained, but its seeds drawn as GenEnv's are, from D_env, which holds the tasks that
-            passed the α band: the α signal reaches this env through its seeds (the `random` of sessions before
-            2026-12-04; docs/EXPERIMENTS.md, "What the default shows").
+  pooled    GenEnv with three quarters of the env's prompts drawn from D_env, the tasks that passed the α band
+            (pools.env_seed_mix = (0.25, 0.5, 0.25): base seeds, older D_env tasks, the latest step's): the default
+            before 2026-12-05, and the figures of docs/EXPERIMENTS.md before its section "Training the env, or
+            prompting it from D_env".
+  random_pooled  the env never trained, prompted as `pooled`'s is (or as the variant before it, where that one
+            already draws from D_env: `reads_p_hat+random_pooled`): the α signal reaches this env through its prompts
+            (the `random` of sessions before 2026-12-04).
   static    static augmentation: the env generates once after warm start, then only replay.
   grpo      plain GRPO on the seed tasks, no env.
   pg        the env trained with GRPO on R_env instead of RWR: K = 4 samples per seed, as many env tasks per step
-            as the config it modifies (8 seeds x 4 = 32 here; docs/EXPERIMENTS.md, "What the default shows", for
-            its figures).
+            as the config it modifies (8 seeds x 4 = 32 here; its figures, docs/EXPERIMENTS.md, "What the default
+            shows", are `pooled+pg`'s).
   reads_p_hat  an env that reads the agent's p̂ on its seed: D_env takes every valid task with its p̂
             (pools.env_admits = "valid"), the env's warm start (600 steps) pairs each seed shown each p̂ = k / G with
             a seed one level harder above the α band, easier below, alike inside (env_targets = "rate_directed"),
@@ -22,9 +28,6 @@ Variants (`--config=configs/default.py:VARIANT`, composable left to right with '
             but its untrained env (reads_p_hat+random_pooled) is 0.020 ahead in held-out accuracy: RWR collapses
             the trained env onto one level. Not the default (docs/EXPERIMENTS.md, "What the default shows", "The
             env that reads p̂"); sweep it with `python -m genenv_jax.sweep --config=configs/default.py:reads_p_hat`.
-  seeds_only  GenEnv with its env prompted by the base seeds only (pools.env_seed_mix = (1, 0, 0)), as GenEnv-Random's
-            is: the two then differ only in whether the env is trained. `--config=configs/default.py:seeds_only
-            --variants=coevolve,random` sweeps that pair (README, "What the default shows").
 
 The demo's task family: sums of 3..12 single digits (difficulty = the number of '+' signs, 2..11). The earlier
 family (up to 4 numbers of up to 2 digits, 512 seeds) was beyond this ~0.15M-parameter agent: it memorised the seeds
@@ -51,13 +54,22 @@ Hyper-parameters and where they come from (GenEnv, arXiv 2512.19682, and its off
   Env KL to its initial model 0.001 and a per-update KL cap of 0.05 (scaled): the env must keep pace with the agent
   (DESIGN.md, "The env can lag the agent"), so the pull back is weak and the cap guards stability.
   Each step: 32 env tasks + 16 replayed from D_train (half base seeds), G = 10 rollouts each.
-  D_env keeps the 4,096 seeds and only the latest 256 tasks that passed the α band (pools.env_capacity = 4,352;
-  oldest evicted first). Half of the env's prompts are "old" D_env tasks, each shown with the p̂ it had when it
-  passed; with the whole history kept (8,192 slots, never full in 200 steps) those seeds went stale as the agent
-  learnt, and the env drifted back to easy tasks late in a run (seed 1: difficulty 9.4 -> 4.7, p̂ up to 0.78, with
-  64 env tasks per step). On seeds 0-2 the window gave held-out gains beyond 2 SE on 3 of 3 seeds (1 of 3 without);
-  mean p̂ stays in the band for 80% of the later half on none (52%, 43%, 74% of its steps; docs/EXPERIMENTS.md,
-  "What the default shows").
+
+The env's prompts: the base seeds only. GenEnv's env can reach the agent's frontier by two routes, its RWR training and
+prompts drawn from D_env (the tasks that passed the band), which even an untrained env rewrites at about their level. On
+this demo each route alone gives the whole gain over GenEnv-Random, and together they give no more (five seeds: trained
+minus untrained env +0.029 with base-seed prompts, +0.003 with D_env's; README, "What the default shows"). With D_env's
+prompts the trained env could not be told from an untrained one, so the default prompts as GenEnv-Random does, and
+GenEnv - GenEnv-Random measures the env's training alone; `pooled` keeps the other route.
+
+D_env (read by `pooled` and `reads_p_hat`) keeps the 4,096 seeds and only the latest 256 tasks that passed the α band
+(pools.env_capacity = 4,352; oldest evicted first). Half of `pooled`'s prompts are "old" D_env tasks, each shown with
+the p̂ it had when it passed; with the whole history kept (8,192 slots, never full in 200 steps) those seeds went stale
+as the agent learnt, and the env drifted back to easy tasks late in a run (seed 1: difficulty 9.4 -> 4.7, p̂ up to 0.78,
+with 64 env tasks per step). On seeds 0-2 the window gave held-out gains beyond 2 SE on 3 of 3 seeds (1 of 3 without);
+mean p̂ stayed in the band for 80% of the later half on none (52%, 43%, 74% of its steps; docs/EXPERIMENTS.md, "What the
+default shows").
+
 The end-of-run summary (genenv_jax/reporting/summary_report.py) states whether the three phenomena showed, with numbers.
 """
 
@@ -182,7 +194,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
       env_capacity=4352,  # the 4,096 seeds + the latest 256 tasks that passed the band (module docstring)
       num_replay=16,
       replay_mix=(0.5, 0.25, 0.25),
-      env_seed_mix=(0.25, 0.5, 0.25),
+      env_seed_mix=(1.0, 0.0, 0.0),  # (base, old, new): base seeds only, as GenEnv-Random (module docstring)
       env_admits="band",  # band: the tasks kept in the α band join D_env (the paper); valid: every valid task
       new_window=1,
       keep_seeds=True,
@@ -207,6 +219,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   return c
 
 
+POOLED_MIX = (0.25, 0.5, 0.25)  # the env's prompts of `pooled`: base seeds, older D_env tasks, the latest step's
+
 VARIANTS = (
   "coevolve",
   "smoke",
@@ -217,7 +231,7 @@ VARIANTS = (
   "grpo",
   "pg",
   "reads_p_hat",
-  "seeds_only",
+  "pooled",
 )
 
 
@@ -242,8 +256,12 @@ def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
   elif variant == "random":
     c.env.train = False
     c.pools.env_seed_mix = (1.0, 0.0, 0.0)  # D_env's band-filtered tasks are the α signal: an untrained env gets none
-  elif variant == "random_pooled":
+  elif variant == "random_pooled":  # untrained, prompted from D_env: pooled's mix, or the base's own (reads_p_hat)
     c.env.train = False
+    if tuple(c.pools.env_seed_mix) == (1.0, 0.0, 0.0):
+      c.pools.env_seed_mix = POOLED_MIX
+  elif variant == "pooled":
+    c.pools.env_seed_mix = POOLED_MIX
   elif variant == "static":
     c.mode = "static"
     c.pools.num_replay = 12
@@ -260,8 +278,6 @@ def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
     c.warm_start.env_targets = "rate_directed"
     c.warm_start.env_p_hats = "all"
     c.warm_start.env_steps = 600  # at 150 the env's written level did not yet depend on the p̂ shown
-  elif variant == "seeds_only":  # GenEnv prompted as GenEnv-Random is: the env's training is its only α signal
-    c.pools.env_seed_mix = (1.0, 0.0, 0.0)
   else:
     raise ValueError(
       f"unknown variant {variant!r} of configs/default.py; choose from {', '.join(VARIANTS)} "

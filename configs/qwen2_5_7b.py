@@ -104,6 +104,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   # D_env keeps every task that passed the band, as before 2026-12-04: the CPU demo's 256-task window
   # (configs/default.py) is measured on a 200-step toy, and a benchmark's seed set (num_seeds = 0: all) can exceed it
   c.pools.env_capacity = 8192
+  # each task conditioned on a seed task from the pool (the paper's Algorithm 1, step 1): D_env's tasks as well as the
+  # base seeds. The CPU demo prompts with base seeds only (configs/default.py, "The env's prompts").
+  c.pools.env_seed_mix = default.POOLED_MIX
 
   c.agent.optimizer = ml_collections.ConfigDict(
     dict(lr=1e-6, weight_decay=0.01, max_grad_norm=1.0, eps=1e-8, warmup_steps=10)

@@ -13,8 +13,8 @@ domains on a CPU"). For real training start from configs/qwen2_5_7b.py and set `
 
 import ml_collections
 
+from configs.default import POOLED_MIX, shrink_models
 from configs.default import get_config as default_config
-from configs.default import shrink_models
 
 # name -> (agent_prompt_len, agent_answer_len, env_prompt_len, env_output_len, spec_len, success_threshold);
 # env_prompt_len = the env instruction's tokens (about 200-300 here) + env_output_len, rounded up
@@ -68,6 +68,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.pools.num_replay = 8
   c.pools.train_capacity = 512
   c.pools.env_capacity = 512
+  c.pools.env_seed_mix = POOLED_MIX  # prompts from D_env as well, as the runs of docs/EXPERIMENTS.md were measured
   if extra == "demo":
     _demo(c)
   return c

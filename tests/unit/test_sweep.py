@@ -55,15 +55,16 @@ def test_variants_compose():
   assert c.total_steps == get_config("smoke").total_steps and not c.env.train
   assert get_config("coevolve").to_dict() == get_config("").to_dict()
   assert get_config("smoke+static").mode == "static"
-  # GenEnv-Random: no α signal reaches the env, neither through its weights nor through its seeds (base seeds only);
-  # random_pooled keeps GenEnv's band-filtered seed pool
-  assert tuple(get_config("random").pools.env_seed_mix) == (1.0, 0.0, 0.0)
-  pooled = get_config("random_pooled")
-  assert not pooled.env.train and tuple(pooled.pools.env_seed_mix) == tuple(get_config("").pools.env_seed_mix)
-  # seeds_only: GenEnv prompted as GenEnv-Random is, so that the pair differs only in whether the env is trained
-  seeds_only = get_config("seeds_only")
-  assert seeds_only.env.train and tuple(seeds_only.pools.env_seed_mix) == (1.0, 0.0, 0.0)
-  assert get_config("seeds_only+random").to_dict() == get_config("random").to_dict()
+  # GenEnv and GenEnv-Random are prompted alike (base seeds only) and differ only in whether the env is trained;
+  # pooled draws GenEnv's prompts from D_env as well, and random_pooled is its untrained copy
+  assert get_config("random").to_dict() == {**get_config("").to_dict(), "env": get_config("random").env.to_dict()}
+  assert not get_config("random").env.train and tuple(get_config("").pools.env_seed_mix) == (1.0, 0.0, 0.0)
+  pooled, random_pooled = get_config("pooled"), get_config("random_pooled")
+  assert pooled.env.train and tuple(pooled.pools.env_seed_mix) == (0.25, 0.5, 0.25)
+  assert not random_pooled.env.train and random_pooled.pools.to_dict() == pooled.pools.to_dict()
+  assert get_config("pooled+random").pools.env_seed_mix == get_config("random").pools.env_seed_mix
+  reads_untrained = get_config("reads_p_hat+random_pooled")  # keeps reads_p_hat's own D_env prompts
+  assert not reads_untrained.env.train and tuple(reads_untrained.pools.env_seed_mix) == (0.0, 0.5, 0.5)
   # a variant composed before an ablation keeps its own settings where the ablation sets none
   reads = get_config("reads_p_hat+random")
   assert reads.pools.env_admits == "valid" and reads.warm_start.env_targets == "rate_directed" and not reads.env.train

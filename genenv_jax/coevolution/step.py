@@ -483,9 +483,10 @@ class Coevolution:
         }
       )
       metrics.update({f"env/{k}": v for k, v in _masked_stats(fresh.difficulty, valid, "difficulty").items()})
-      from_base = jnp.repeat(seeds["is_seed"], s.env_samples_per_seed)
-      by_source = by_seed_source({"p_hat_mean": p_hat, "difficulty_mean": fresh.difficulty}, valid, from_base)
-      metrics.update({f"env/{k}": v for k, v in by_source.items()})
+      if s.env_seed_mix[0] < 1:  # prompts can come from D_env too; with base seeds only the split repeats the mean
+        from_base = jnp.repeat(seeds["is_seed"], s.env_samples_per_seed)
+        by_source = by_seed_source({"p_hat_mean": p_hat, "difficulty_mean": fresh.difficulty}, valid, from_base)
+        metrics.update({f"env/{k}": v for k, v in by_source.items()})
       if s.env_train:
         env, env_opt, env_metrics = self.env_update(
           state.env, state.env_opt, state.env_ref, env_prompts, env_out, fresh_cur, valid

@@ -22,7 +22,8 @@ CONFIG = dict(total_steps=4, checkpoint_every=2, max_checkpoints=3)
 
 def final_state(workdir, config):
   _, target = build(config)
-  return Checkpointer(os.path.join(workdir, "checkpoints"), save_every=1).restore(None, target)[0]
+  with Checkpointer(os.path.join(workdir, "checkpoints"), save_every=1) as checkpointer:
+    return checkpointer.restore(None, target)[0]
 
 
 def assert_same(a, b):

@@ -128,6 +128,9 @@ FAMILY_OPTIONS = {name: e.family_options for name, e in BENCHMARKS.items()}
 TEXT_DOMAINS = tuple(BENCHMARKS)
 FAMILY_DATA = {name: e.family_data for name, e in BENCHMARKS.items()}
 DOMAINS = ("arithmetic",) + TEXT_DOMAINS
+# The arithmetic domain's answer forms (domain.answer): the value (ArithmeticDomain), or the last digit of every
+# running value (arithmetic.running.RunningSumDomain).
+ARITHMETIC_ANSWERS = ("value", "running")
 
 
 def _family(name: str, data_dir: str, options: dict[str, Any]) -> Any:
@@ -157,9 +160,14 @@ def build_domain(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer, seed: int
   name = cfg.name
   if name == "arithmetic":
     from genenv_jax.tasks.arithmetic.domain import ArithmeticDomain
+    from genenv_jax.tasks.arithmetic.running import RunningSumDomain
 
-    settings = {k: v for k, v in cfg.items() if k not in ("name", "success_threshold")}
-    return ArithmeticDomain(tokenizer, seed=seed, **settings)
+    settings = {k: v for k, v in cfg.items() if k not in ("name", "success_threshold", "answer")}
+    answer = cfg.get("answer", "value")
+    if answer not in ARITHMETIC_ANSWERS:
+      raise ValueError(f"domain.answer must be one of {ARITHMETIC_ANSWERS}, got {answer!r}")
+    cls = RunningSumDomain if answer == "running" else ArithmeticDomain
+    return cls(tokenizer, seed=seed, **settings)
   if name in TEXT_DOMAINS:
     return build_text_domain(name, {k: v for k, v in cfg.items() if k != "name"}, tokenizer, seed)
   raise ValueError(f"unknown domain {name!r}; available training domains: {', '.join(DOMAINS)}")

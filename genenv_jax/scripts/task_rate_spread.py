@@ -1,6 +1,6 @@
 """How widely do a trained agent's per-task success rates spread within one difficulty level?
 
-  python -m genenv_jax.scripts.task_rate_spread --workdir RUN [--samples 64] [--seed 0]
+  python -m genenv_jax.scripts.task_rate_spread --workdir RUN [--samples 64] [--seed 0] [--shuffle-operands]
 
 For every held-out task of RUN's domain, the agent of RUN's latest checkpoint answers `--samples` times at its
 training temperature; the task's rate r is its fraction right. Per difficulty level it prints the mean and spread of
@@ -16,10 +16,18 @@ an env that also chooses *which* tasks of a level (their digits), which is what 
 Then, for α = 0.3 ... 0.7, the level a band-chasing env is pulled toward (`settling_level`) and that level's mean
 rate: the mean p̂ rule (a) would read there. An env that lags the agent sits below it.
 
-The last column asks how far choosing the tasks themselves can go. The `--samples` answers of a task are cut into
-m = samples // G disjoint groups of G, each an independent G-rollout p̂. A task re-served unchanged after its p̂
-landed in the band lands there again with probability P(in band | in band before); over a level's tasks, with k_i
-of task i's m groups in the band,
+The last column splits the spread: the share of a level's variance of r explained by the tasks' answers (on the
+arithmetic domain, the value of the sum; `answer_explained`). Near 1, the agent's success on a task is mostly a
+matter of which number it must write.
+
+With --shuffle-operands (sums of single digits only) each answer sees its task's operands in a fresh random order:
+the same sum, presented differently, so that a task's rate averages over its orderings. It measures how much of the
+spread within a level comes from the order the digits happen to be written in.
+
+The column "P(in band again)" asks how far choosing the tasks themselves can go. The `--samples` answers of a task
+are cut into m = samples // G disjoint groups of G, each an independent G-rollout p̂. A task re-served unchanged
+after its p̂ landed in the band lands there again with probability P(in band | in band before); over a level's
+tasks, with k_i of task i's m groups in the band,
 
     P(in band again) = Σ_i k_i (k_i - 1) / ((m - 1) Σ_i k_i)
 
@@ -56,11 +64,37 @@ def in_band_again(outcomes: np.ndarray, group_size: int, alpha: float, k_min: fl
   return float((k * (k - 1)).sum() / ((groups - 1) * k.sum())) if k.sum() else float("nan")
 
 
+def answer_explained(rate: np.ndarray, answers: np.ndarray) -> float:
+  """The share of the variance of the rates `rate` [N] that the tasks' answers ([N] or [N, k] rows, the domain's
+  spec) explain: 1 - (pooled within-answer variance) / (variance), each with one degree of freedom per group. Only
+  answers held by two or more tasks enter the pooled variance. NaN when no answer repeats or the rates do not vary.
+
+  1 means tasks with the same answer succeed equally often; near 0, the answer says nothing about the rate."""
+  rate = np.asarray(rate, np.float64)
+  groups = np.unique(np.asarray(answers).reshape(len(rate), -1), axis=0, return_inverse=True)[1].reshape(-1)
+  within, dof = 0.0, 0
+  for g in np.unique(groups):
+    r = rate[groups == g]
+    if len(r) >= 2:
+      within += float(((r - r.mean()) ** 2).sum())
+      dof += len(r) - 1
+  total = float(rate.var(ddof=1)) if len(rate) >= 2 else 0.0
+  if dof == 0 or total == 0:
+    return float("nan")
+  return 1.0 - (within / dof) / total
+
+
 def level_table(
-  difficulty: np.ndarray, outcomes: np.ndarray, group_size: int, alpha: float, k_min: float
+  difficulty: np.ndarray,
+  outcomes: np.ndarray,
+  group_size: int,
+  alpha: float,
+  k_min: float,
+  answers: np.ndarray | None = None,
 ) -> list[dict[str, float]]:
   """Per level: tasks, mean and std of the rate r (each row of `outcomes` [tasks, samples] averaged), the share with
-  |r - α| <= 0.15, E[P(p̂ in band)], and P(in band again) (NaN with fewer than 2 G samples)."""
+  |r - α| <= 0.15, E[P(p̂ in band)], P(in band again) (NaN with fewer than 2 G samples), and, given the tasks'
+  `answers`, the share of the level's variance of r that they explain (`answer_explained`; NaN without them)."""
   outcomes = np.asarray(outcomes, np.float64)
   rate = outcomes.mean(axis=1)
   rows = []
@@ -78,6 +112,7 @@ def level_table(
         in_band_again=(
           in_band_again(outcomes[at], group_size, alpha, k_min) if outcomes.shape[1] >= 2 * group_size else float("nan")
         ),
+        answer_explained=float("nan") if answers is None else answer_explained(r, np.asarray(answers)[at]),
       )
     )
   return rows
@@ -101,8 +136,19 @@ def settling_level(
   return dict(alpha=alpha, level=level, mean=float(rate[difficulty == level].mean()), expected_in_band=share[level])
 
 
-def measure(workdir: str, samples: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
-  """(difficulty [N], outcomes [N, samples] (1 = right), settings) on RUN's held-out tasks."""
+def shuffle_operands(prompt_ids: np.ndarray, digit_ids: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+  """Each row's digit tokens permuted among the row's digit positions: a sum of single digits, its operands in a
+  random order (the same task, presented differently)."""
+  out = np.array(prompt_ids, copy=True)
+  for row in out:
+    slots = np.flatnonzero(np.isin(row, digit_ids))
+    row[slots] = row[rng.permutation(slots)]
+  return out
+
+
+def measure(workdir: str, samples: int, seed: int, shuffle: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
+  """(difficulty [N], outcomes [N, samples] (1 = right), settings) on RUN's held-out tasks; with `shuffle`, every
+  answer sees its task's operands in a fresh random order (sums of single digits only)."""
   import dataclasses  # pylint: disable=import-outside-toplevel
 
   import jax  # pylint: disable=import-outside-toplevel
@@ -118,6 +164,15 @@ def measure(workdir: str, samples: int, seed: int) -> tuple[np.ndarray, np.ndarr
   model = nnx.merge(co.agent_graphdef, state.agent)
   tasks = run.domain.heldout_tasks()
   fields = {f.name: np.repeat(tasks[f.name], samples, axis=0) for f in dataclasses.fields(TaskBatch)}
+  if shuffle:
+    domain = run.domain
+    if getattr(domain, "operators", None) != "+" or getattr(domain, "max_digits", None) != 1:
+      raise ValueError(
+        "--shuffle-operands reorders the operands of sums of single digits (domain.operators = '+', "
+        f"domain.max_digits = 1); {workdir}'s domain is not such a family"
+      )
+    digit_ids = domain.tokens.digit_ids
+    fields["prompt_ids"] = shuffle_operands(fields["prompt_ids"], digit_ids, np.random.default_rng(seed))
 
   @jax.jit
   def rewards(batch, key):
@@ -135,7 +190,11 @@ def measure(workdir: str, samples: int, seed: int) -> tuple[np.ndarray, np.ndarr
     right.append(np.asarray(rewards(TaskBatch(**{k: jnp.asarray(v) for k, v in part.items()}), sub))[: chunk - pad])
   outcomes = np.concatenate(right).reshape(-1, samples)
   s = co.settings
-  return tasks["difficulty"], outcomes, dict(group_size=s.group_size, alpha=s.alpha, k_min=s.k_min)
+  return (
+    tasks["difficulty"],
+    outcomes,
+    dict(group_size=s.group_size, alpha=s.alpha, k_min=s.k_min, answers=tasks["spec"]),
+  )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -143,24 +202,33 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("--workdir", required=True, help="a finished arithmetic training run")
   parser.add_argument("--samples", type=int, default=64, help="answers per held-out task")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument(
+    "--shuffle-operands",
+    action="store_true",
+    help="each answer sees its task's operands in a random order (sums of single digits only)",
+  )
   args = parser.parse_args(argv)
   if args.samples < 1:
     parser.error(f"--samples must be >= 1, got {args.samples}")
-  difficulty, outcomes, s = measure(args.workdir, args.samples, args.seed)
+  try:
+    difficulty, outcomes, s = measure(args.workdir, args.samples, args.seed, args.shuffle_operands)
+  except ValueError as err:
+    parser.error(str(err))
   rows = level_table(difficulty, outcomes, **s)
   print(
-    f"{args.workdir}: {len(outcomes)} held-out tasks x {args.samples} answers; G = {s['group_size']}, band "
+    f"{args.workdir}: {len(outcomes)} held-out tasks x {args.samples} answers"
+    f"{' (operands in a random order per answer)' if args.shuffle_operands else ''}; G = {s['group_size']}, band "
     f"[{s['alpha'] - s['k_min']:.2f}, {s['alpha'] + s['k_min']:.2f}]"
   )
   print(
     "| level | tasks | mean r | std r | share with abs(r - α) <= 0.15 | expected share of p̂ in band "
-    "| P(in band again when re-served) |"
+    "| P(in band again when re-served) | share of the variance of r its answer explains |"
   )
-  print("|---|---|---|---|---|---|---|")
+  print("|---|---|---|---|---|---|---|---|")
   for r in rows:
     print(
       f"| {r['level']:.0f} | {r['tasks']} | {r['mean']:.3f} | {r['std']:.3f} | {r['near_alpha']:.2f} | "
-      f"{r['expected_in_band']:.2f} | {r['in_band_again']:.2f} |"
+      f"{r['expected_in_band']:.2f} | {r['in_band_again']:.2f} | {r['answer_explained']:.2f} |"
     )
   best = max(rows, key=lambda r: r["expected_in_band"])
   print(

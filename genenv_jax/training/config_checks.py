@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 
 import ml_collections
 
-from genenv_jax.benchmarks.registry import DOMAINS
+from genenv_jax.benchmarks.registry import ARITHMETIC_ANSWERS, DOMAINS
 from genenv_jax.coevolution.step import ENV_POOL_ADMITS
 from genenv_jax.models.attention import IMPLEMENTATIONS
 from genenv_jax.models.config import REMAT_POLICIES
@@ -92,6 +92,7 @@ _TOP = [
   ("allow_config_change", lambda v: isinstance(v, bool), "true or false"),
   ("domain.name", *_choice(DOMAINS)),
   ("domain.verifier", *_choice(VERIFIERS)),
+  ("domain.answer", *_choice(ARITHMETIC_ANSWERS)),
   ("domain.num_seeds", _count(0), "an integer >= 0"),
   ("domain.num_heldout", _count(1), "an integer >= 1"),
   ("domain.min_operands", _count(2), "an integer >= 2"),

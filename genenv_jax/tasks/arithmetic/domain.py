@@ -376,7 +376,7 @@ class ArithmeticDomain:
     tasks = self.parse_env_output_host(env_ids, env_mask)
     if not tasks["valid"].all():
       raise AssertionError("a generated task failed to parse; this is a bug in ArithmeticDomain")
-    answers = [tok.encode(str(int(v))) for v in tasks["spec"][:, 0]]
+    answers = [tok.encode(self.gold_answer(row)) for row in tasks["spec"]]
     answer_ids, answer_mask = right_padded(answers, self.agent_answer_len)
     return dict(tasks, env_ids=env_ids, env_mask=env_mask, answer_ids=answer_ids, answer_mask=answer_mask)
 

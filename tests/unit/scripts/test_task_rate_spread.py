@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from genenv_jax.scripts.task_rate_spread import band_probability, in_band_again, level_table, settling_level
+from genenv_jax.scripts.task_rate_spread import (
+  answer_explained,
+  band_probability,
+  in_band_again,
+  level_table,
+  settling_level,
+  shuffle_operands,
+)
 
 
 def test_band_probability_by_hand():
@@ -51,3 +58,32 @@ def test_the_env_settles_on_the_level_with_the_most_tasks_in_the_band_whatever_i
   # a level whose rates all sit at α wins over it
   tight = settling_level(np.array([6, 7]), np.array([0.65, 0.5]), 10, 0.5, 0.1)
   assert (tight["level"], tight["mean"]) == (7, 0.5)
+
+
+def test_shuffle_operands_keeps_each_rows_digits_and_everything_else():
+  digit_ids = tuple(range(10, 20))  # digit d is id 10 + d; 1 is '+', 0 is pad
+  row = np.array([0, 0, 5, 13, 1, 17, 1, 17, 1, 19, 6])  # pad pad "C" 3 + 7 + 7 + 9 "="
+  rows = np.stack([row] * 200)
+  out = shuffle_operands(rows, digit_ids, np.random.default_rng(0))
+  assert out.shape == rows.shape and (rows == np.stack([row] * 200)).all()  # the input is not modified
+  slots = np.isin(row, digit_ids)
+  assert (out[:, ~slots] == row[~slots]).all()
+  assert all(sorted(r[slots].tolist()) == [13, 17, 17, 19] for r in out)
+  assert len({tuple(r) for r in out}) == 12  # 4! / 2! orderings, every one drawn
+
+
+def test_answer_explained_by_hand():
+  # Answers 5, 5, 7, 7, 9: groups {0.2, 0.4} and {0.6, 1.0} (9 is alone, so outside the pooled variance).
+  rate = np.array([0.2, 0.4, 0.6, 1.0, 0.5])
+  within = ((0.1**2 + 0.1**2) + (0.2**2 + 0.2**2)) / 2  # one degree of freedom per group
+  want = 1 - within / rate.var(ddof=1)
+  assert answer_explained(rate, np.array([5, 5, 7, 7, 9])) == pytest.approx(want)
+  assert answer_explained(rate, np.array([[5], [5], [7], [7], [9]])) == pytest.approx(want)  # spec rows
+  assert answer_explained(np.array([0.1, 0.1, 0.9, 0.9]), np.array([1, 1, 2, 2])) == 1.0
+  assert np.isnan(answer_explained(rate, np.arange(5)))  # no answer repeats
+  assert np.isnan(answer_explained(np.full(4, 0.5), np.array([1, 1, 2, 2])))  # nothing to explain
+  table = level_table(np.array([3] * 5), np.repeat(rate[:, None], 10, axis=1), 10, 0.5, 0.1, np.array([5, 5, 7, 7, 9]))
+  assert table[0]["answer_explained"] == pytest.approx(want)
+  assert np.isnan(
+    level_table(np.array([3] * 5), np.repeat(rate[:, None], 10, axis=1), 10, 0.5, 0.1)[0]["answer_explained"]
+  )

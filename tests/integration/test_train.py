@@ -268,12 +268,17 @@ def test_task_rate_spread_samples_the_trained_agent_on_every_heldout_task(straig
   difficulty, outcomes, settings = task_rate_spread.measure(str(workdir), samples=4, seed=0)
   assert outcomes.shape == (len(difficulty), 4) and len(difficulty) == config.domain.num_heldout
   assert set(np.unique(outcomes).tolist()) <= {0.0, 1.0}
+  answers = settings.pop("answers")  # the held-out tasks' spec rows: the sums
   assert settings == dict(group_size=config.agent.grpo.group_size, alpha=0.5, k_min=0.1)
+  assert answers.shape[0] == len(difficulty)
   assert np.array_equal(task_rate_spread.measure(str(workdir), samples=4, seed=0)[1], outcomes)  # deterministic
   task_rate_spread.main(["--workdir", str(workdir), "--samples", "2"])
   out = capsys.readouterr().out
   assert "| level | tasks |" in out and "best level" in out and "P(in band again) needs --samples >=" in out
   assert "α = 0.50 (the run): a band-chasing env is pulled toward level" in out
+  assert "its answer explains |" in out
+  task_rate_spread.main(["--workdir", str(workdir), "--samples", "2", "--shuffle-operands"])
+  assert "(operands in a random order per answer)" in capsys.readouterr().out
 
 
 def test_env_validity_compares_the_initial_and_trained_env_on_each_kind_of_prompt(straight_run, capsys):

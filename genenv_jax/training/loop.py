@@ -355,6 +355,13 @@ RESUMABLE_CHANGES = (
 )
 
 
+# Keys added to the configs after runs had been saved without them, each with the value that gives those runs'
+# behaviour: a saved config that lacks the key reads as holding it, so that such a run still resumes.
+KEYS_ADDED_LATER = {
+  "domain.answer": "value",  # 2026-12-05: the arithmetic domain's answer form (tasks/arithmetic/running.py)
+}
+
+
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
   if isinstance(tree, dict):
     return {k: v for key, value in tree.items() for k, v in _flatten(value, f"{prefix}{key}.").items()}
@@ -362,8 +369,10 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def config_changes(saved: dict, config: ml_collections.ConfigDict) -> dict[str, tuple[Any, Any]]:
-  """{key: (saved value, new value)} for every key whose value differs (absent keys count as None)."""
+  """{key: (saved value, new value)} for every key whose value differs (absent keys count as None, except that a
+  key of KEYS_ADDED_LATER absent from the saved config counts as its listed value)."""
   old, new = _flatten(saved), _flatten(json.loads(config.to_json_best_effort()))
+  old = {**{k: v for k, v in KEYS_ADDED_LATER.items() if k in new}, **old}
   return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
 
 

@@ -15,7 +15,7 @@ from coevolution_configs import tiny_config
 
 from genenv_jax.coevolution.build import build
 from genenv_jax.training.checkpointing import Checkpointer, CheckpointError, ResumeError
-from genenv_jax.training.loop import train
+from genenv_jax.training.loop import config_changes, train
 
 CONFIG = dict(total_steps=4, checkpoint_every=2, max_checkpoints=3)
 
@@ -77,6 +77,15 @@ def test_resuming_with_a_changed_config_is_refused_with_a_diff_unless_allowed(tm
   [record] = summary["config_changes"]
   assert record["from_step"] == 2 and record["changes"]["seed"] == {"saved": 0, "now": 7}
   assert json.loads((tmp_path / "summary.json").read_text())["config_changes"] == summary["config_changes"]
+
+
+def test_a_key_added_later_reads_as_its_old_behaviour_in_a_saved_config():
+  config = tiny_config()
+  saved = json.loads(config.to_json_best_effort())
+  del saved["domain"]["answer"]  # a run saved before the key existed
+  assert config_changes(saved, config) == {}
+  config.domain.answer = "running"
+  assert config_changes(saved, config) == {"domain.answer": ("value", "running")}
 
 
 def test_a_shape_change_on_resume_is_one_clear_sentence(tmp_path):

@@ -166,10 +166,14 @@ def measure(workdir: str, samples: int, seed: int, shuffle: bool = False) -> tup
   fields = {f.name: np.repeat(tasks[f.name], samples, axis=0) for f in dataclasses.fields(TaskBatch)}
   if shuffle:
     domain = run.domain
-    if getattr(domain, "operators", None) != "+" or getattr(domain, "max_digits", None) != 1:
+    from genenv_jax.tasks.arithmetic.running import RunningSumDomain  # pylint: disable=import-outside-toplevel
+
+    order_free = getattr(domain, "operators", None) == "+" and getattr(domain, "max_digits", None) == 1
+    if not order_free or isinstance(domain, RunningSumDomain):  # running digits depend on the operands' order
       raise ValueError(
-        "--shuffle-operands reorders the operands of sums of single digits (domain.operators = '+', "
-        f"domain.max_digits = 1); {workdir}'s domain is not such a family"
+        "--shuffle-operands reorders the operands of sums of single digits answered by their value "
+        f"(domain.operators = '+', domain.max_digits = 1, domain.answer = 'value'); {workdir}'s domain is not "
+        "such a family"
       )
     digit_ids = domain.tokens.digit_ids
     fields["prompt_ids"] = shuffle_operands(fields["prompt_ids"], digit_ids, np.random.default_rng(seed))

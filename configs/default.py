@@ -24,10 +24,11 @@ Variants (`--config=configs/default.py:VARIANT`, composable left to right with '
             (pools.env_admits = "valid"), the env's warm start (600 steps) pairs each seed shown each p̂ = k / G with
             a seed one level harder above the α band, easier below, alike inside (env_targets = "rate_directed"),
             and every env prompt is a generated task (env_seed_mix = (0, 0.5, 0.5)), never a base seed shown "?".
-            On seeds 0-2: (a) on 2 of 3, (b), (c) and (d) (against its own random and static) on 3 of 3,
-            but its untrained env (reads_p_hat+random_pooled) is 0.020 ahead in held-out accuracy: RWR collapses
-            the trained env onto one level. Not the default (docs/EXPERIMENTS.md, "What the default shows", "The
-            env that reads p̂"); sweep it with `python -m genenv_jax.sweep --config=configs/default.py:reads_p_hat`.
+            On seeds 0-2: (a) on 2 of 3, (b), (c) and (d) (against its own random and static) on 3 of 3 (seeds 3 and
+            4, added later: (a) on neither, so 2 of 5), but its untrained env (reads_p_hat+random_pooled) is 0.020
+            ahead in held-out accuracy: RWR collapses the trained env onto one level. Not the default
+            (docs/EXPERIMENTS.md, "What the default shows", "The env that reads p̂"); sweep it with `python -m
+            genenv_jax.sweep --config=configs/default.py:reads_p_hat`.
 
 The demo's task family: sums of 3..12 single digits (difficulty = the number of '+' signs, 2..11). The earlier
 family (up to 4 numbers of up to 2 digits, 512 seeds) was beyond this ~0.15M-parameter agent: it memorised the seeds

@@ -6,7 +6,9 @@
 Each run is `python -m genenv_jax.main --config=CONFIG:VARIANT --config.seed=SEED` in DIR/runs/VARIANT_sSEED (a
 variant may compose override sets, e.g. smoke+random). A CONFIG given with its own variant, e.g.
 `--config=configs/default.py:reads_p_hat`, is the base of every run: the runs are `reads_p_hat+VARIANT`, still named
-VARIANT_sSEED, so that the comparison reads `coevolve`, `random` and `static` as GenEnv and its ablations. A run whose
+VARIANT_sSEED, so that the comparison reads `coevolve`, `random` and `static` as GenEnv and its ablations. The
+`--config.key=value` overrides after `--` go to every run and win over its variant's own settings: an env_seed_mix
+given there is `random`'s env_seed_mix too. A run whose
 summary.json has reached its total_steps is skipped; any other run is started again in its own workdir, so it resumes
 from its latest checkpoint (genenv_jax.training.loop). Every run's TensorBoard directory is linked under
 DIR/tensorboard/VARIANT_sSEED, so `tensorboard --logdir DIR/tensorboard` overlays them. `--report` writes the

@@ -42,6 +42,10 @@ def test_a_base_variant_in_config_prefixes_every_run_and_keeps_the_names():
   cmd = sweep.command("configs/default.py:reads_p_hat", specs[1], "/w/r", [])
   assert cmd[3] == "--config=configs/default.py:reads_p_hat+random" and specs[1].name == "random_s1"
   assert sweep.command("configs/default.py", specs[1], "/w/r", [])[3] == "--config=configs/default.py:random"
+  # Overrides come last, so they win over the variant's own settings (random's env_seed_mix too).
+  mix = "--config.pools.env_seed_mix=(0.0,0.0,1.0)"
+  cmd = sweep.command("configs/default.py", specs[1], "/w/r", [mix])
+  assert cmd[-1] == mix and cmd.index(mix) > cmd.index("--config=configs/default.py:random")
   sweep.check_configs(f"{ROOT}/configs/default.py:reads_p_hat", specs, [])  # reads_p_hat+coevolve, reads_p_hat+random
   with pytest.raises(SystemExit) as e:
     sweep.check_configs(f"{ROOT}/configs/default.py:bogus", specs, [])

@@ -157,6 +157,7 @@ def measure(workdir: str, samples: int, seed: int, shuffle: bool = False) -> tup
 
   from genenv_jax.evaluation.agents import restore_run  # pylint: disable=import-outside-toplevel
   from genenv_jax.sampling import sampler  # pylint: disable=import-outside-toplevel
+  from genenv_jax.tasks.arithmetic.running import RunningSumDomain  # pylint: disable=import-outside-toplevel
   from genenv_jax.tasks.base import TaskBatch  # pylint: disable=import-outside-toplevel
 
   run, state, _ = restore_run(workdir)
@@ -166,8 +167,6 @@ def measure(workdir: str, samples: int, seed: int, shuffle: bool = False) -> tup
   fields = {f.name: np.repeat(tasks[f.name], samples, axis=0) for f in dataclasses.fields(TaskBatch)}
   if shuffle:
     domain = run.domain
-    from genenv_jax.tasks.arithmetic.running import RunningSumDomain  # pylint: disable=import-outside-toplevel
-
     order_free = getattr(domain, "operators", None) == "+" and getattr(domain, "max_digits", None) == 1
     if not order_free or isinstance(domain, RunningSumDomain):  # running digits depend on the operands' order
       raise ValueError(

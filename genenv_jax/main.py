@@ -22,7 +22,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the command-line flags on `flag_values` (a test lists them on a fresh FlagValues). Called on absl's FLAGS
   only when this module runs as a program, so that importing it next to another program's module with flags of the
   same name (tests, tools) never collides in absl's global registry."""
-  global _CONFIG, _WORKDIR
+  global _CONFIG, _WORKDIR, _COMPILE_CACHE
   _CONFIG = config_flags.DEFINE_config_file(
     "config",
     None,
@@ -34,6 +34,13 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     "workdir",
     None,
     "Directory for checkpoints, TensorBoard events and summary.json (a restart with the same workdir resumes).",
+    flag_values=flag_values,
+  )
+  _COMPILE_CACHE = flags.DEFINE_string(
+    "compile_cache",
+    "",
+    "Directory of JAX's persistent compilation cache, so that a restart does not compile the step again (default: "
+    "WORKDIR/compile_cache; 'off' disables it).",
     flag_values=flag_values,
   )
   flags.mark_flags_as_required(["config", "workdir"], flag_values=flag_values)
@@ -62,6 +69,10 @@ def main(argv) -> None:
   from genenv_jax.training.loop import train  # imported after flag parsing: bad flags fail before JAX starts
 
   workdir = os.path.expanduser(_WORKDIR.value)
+  if _COMPILE_CACHE.value != "off":
+    from genenv_jax.parallel import compile_cache
+
+    compile_cache.enable(_COMPILE_CACHE.value or os.path.join(workdir, "compile_cache"))
   # Missing data (DataMissingError names the dataset, the file and the fetch command) and other user errors are
   # reported by cli.run as one `error:` line with exit status 2.
   summary = train(config, workdir, log=lambda msg: print(msg, flush=True) if sharding.is_main_process() else None)

@@ -17,9 +17,10 @@ import jax.numpy as jnp
 from absl import flags
 from flax import nnx
 
-from genenv_jax import cli, plan
+from genenv_jax import cli
 from genenv_jax.models.config import REMAT_POLICIES, ModelConfig
 from genenv_jax.models.hf import abstract_model
+from genenv_jax.planning import models as plan
 
 # Qwen2.5-7B as plan knows it (its config.json), in bfloat16.
 QWEN2_5_7B = {**plan._QWEN, **plan.KNOWN_MODELS["qwen2.5-7b"], "param_dtype": "bfloat16", "dtype": "bfloat16"}

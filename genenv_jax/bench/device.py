@@ -4,9 +4,9 @@
                                     [--profile=DIR] [--tiny]
 
 What runs (issue 11): bf16, randomly initialised models, a Qwen2.5-1.5B-shaped agent and a Qwen2.5-0.5B-shaped env
-(Qwen2.5 shapes: `plan.KNOWN_MODELS`, vocabulary 151,936, q/k/v bias), full remat, attention `auto`; the agent at a
-1,024-token prompt and a 4,096-token response budget, the env at 1,024 + 1,024; 8 fresh + 8 replayed tasks x G = 8 =
-128 agent rows in 4 GRPO mini-batches. The arithmetic domain pads its tasks to these lengths. Random weights never
+(Qwen2.5 shapes: `planning.models.KNOWN_MODELS`, vocabulary 151,936, q/k/v bias), full remat, attention `auto`; the
+agent at a 1,024-token prompt and a 4,096-token response budget, the env at 1,024 + 1,024; 8 fresh + 8 replayed
+tasks x G = 8 = 128 agent rows in 4 GRPO mini-batches. The arithmetic domain pads its tasks to these lengths. Random weights never
 emit EOS, so every row decodes its whole budget, which is what the analytic model assumes.
 
 What it prints:
@@ -87,13 +87,13 @@ def _args() -> SimpleNamespace:
 
 def device_config(tiny: bool):
   """configs/default.py at the shapes above (or the tiny ones)."""
-  from genenv_jax import plan
   from genenv_jax.bench.step import TINY_MODEL, load_config
+  from genenv_jax.planning import models as plan_models
 
   config = load_config("default", warm_start=0.0, tiny=tiny)
   for model, name in ((config.agent.model, AGENT_SHAPE), (config.env.model, ENV_SHAPE)):
     if not tiny:
-      model.update({k: v for k, v in plan.KNOWN_MODELS[name].items()})
+      model.update({k: v for k, v in plan_models.KNOWN_MODELS[name].items()})
       model.update(rope_theta=1e6, qkv_bias=True, max_position_embeddings=32768)
     else:
       model.update(TINY_MODEL)
@@ -166,10 +166,9 @@ def main(argv: Sequence[str]) -> None:
   args = _args()
   import jax
 
-  from genenv_jax import plan
   from genenv_jax.bench import step as bench_step
   from genenv_jax.coevolution.build import build
-  from genenv_jax.planning import costs
+  from genenv_jax.planning import costs, planner
   from genenv_jax.planning.costs import fmt_bytes
 
   chip = costs.chip(args.chip)
@@ -202,7 +201,7 @@ def main(argv: Sequence[str]) -> None:
   prediction = None
   if args.plan != "none":
     with contextlib.redirect_stdout(sys.stderr):  # plan's own report goes to stderr; its figures come back
-      prediction = plan.plan(
+      prediction = planner.plan(
         config, devices=1, chip_name=args.chip, log=lambda *_: None, compile_program=args.plan == "compiled"
       )
     stage("plan")

@@ -13,11 +13,12 @@ Implementations (ModelConfig.attention):
              blocks below kv_length and the causal diagonal.
   splash     TPU Pallas splash attention (attention_splash) for prefill; cached calls go to blockwise.
   cudnn      GPU cuDNN flash attention (attention_cudnn) for prefill; cached calls go to blockwise.
-  auto       by backend: TPU -> splash, GPU -> cudnn (blockwise for float32, which cuDNN's kernel does not take),
-             CPU -> blockwise.
+  auto       by the target platform (parallel.target: the mesh's devices, so an ahead-of-time compile for TPU devices
+             on a CPU host gets TPU choices): TPU -> splash, GPU -> cudnn (blockwise for float32, which cuDNN's kernel
+             does not take), CPU -> blockwise.
 "Prefill" means a call without a cache: query_offset is the Python int 0, no kv_length, and S == T.
-Asked for explicitly on another backend, splash runs in the Pallas interpreter and cudnn's adapter runs jax.nn's XLA
-kernel (both slow and quadratic in memory, for tests of the adapters on CPU).
+Asked for explicitly on another target platform, splash runs in the Pallas interpreter and cudnn's adapter runs
+jax.nn's XLA kernel (both slow and quadratic in memory, for tests of the adapters on CPU).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import jax.numpy as jnp
 from genenv_jax.models.attention_blockwise import blockwise_attention
 from genenv_jax.models.attention_cudnn import cudnn_attention
 from genenv_jax.models.attention_splash import splash_attention
+from genenv_jax.parallel.target import target_platform
 
 IMPLEMENTATIONS = ("naive", "blockwise", "splash", "cudnn", "auto")
 
@@ -51,12 +53,12 @@ def naive_attention(
 
 
 def resolve(implementation: str, dtype=jnp.float32, backend: str | None = None) -> str:
-  """The concrete implementation that `implementation` names on `backend` (default: jax's default backend)."""
+  """The concrete implementation that `implementation` names on `backend` (default: the target platform)."""
   if implementation not in IMPLEMENTATIONS:
     raise ValueError(f"unknown attention implementation {implementation!r}; choose one of {IMPLEMENTATIONS}")
   if implementation != "auto":
     return implementation
-  backend = backend or jax.default_backend()
+  backend = backend or target_platform()
   if backend == "tpu":
     return "splash"
   if backend in ("gpu", "cuda", "rocm") and jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16):
@@ -80,12 +82,13 @@ def attention(
   kv_length (optional int32 scalar) promises that no slot >= kv_length holds a key, so an implementation may stop
   reading there (decoding over a partly filled cache). Scores are scaled by 1/√D and softmaxed in float32.
   """
-  implementation = resolve(implementation, q.dtype)
+  platform = target_platform()
+  implementation = resolve(implementation, q.dtype, platform)
   if implementation == "naive":
     return naive_attention(q, k, v, key_mask, query_offset)
   prefill = isinstance(query_offset, int) and query_offset == 0 and kv_length is None and k.shape[2] == q.shape[1]
   if implementation == "splash" and prefill:
-    return splash_attention(q, k, v, key_mask, interpret=jax.default_backend() != "tpu")
+    return splash_attention(q, k, v, key_mask, interpret=platform != "tpu")
   if implementation == "cudnn" and prefill:
-    return cudnn_attention(q, k, v, key_mask, implementation="cudnn" if jax.default_backend() == "gpu" else "xla")
+    return cudnn_attention(q, k, v, key_mask, implementation="cudnn" if platform == "gpu" else "xla")
   return blockwise_attention(q, k, v, key_mask, query_offset, kv_length)

@@ -14,6 +14,9 @@ from conftest import PROJECT_ROOT
 
 from genenv_jax import plan
 from genenv_jax.planning import costs as plan_math
+from genenv_jax.planning import models as plan_models
+from genenv_jax.planning import planner
+from genenv_jax.planning import workload as plan_workload
 from genenv_jax.planning.costs import GIB
 
 
@@ -98,34 +101,34 @@ def _smoke():
 
 def test_plan_rejects_unknown_chip():
   with pytest.raises(ValueError, match="unknown chip 'h100'; known chips: h200, v4, v5e, v5p, v6e"):
-    plan.plan(_smoke(), 8, "h100", log=lambda _: None)
+    planner.plan(_smoke(), 8, "h100", log=lambda _: None)
 
 
 def test_plan_rejects_devices_the_mesh_cannot_use():
   c = _smoke()
   c.mesh.tensor = 4  # data=-1 takes the rest: 6 devices do not divide by 4
   with pytest.raises(ValueError, match="6 devices do not divide by 4"):
-    plan.plan(c, 6, "v5p", log=lambda _: None)
+    planner.plan(c, 6, "v5p", log=lambda _: None)
   c = _smoke()
   c.mesh.data, c.mesh.fsdp = 1, 4
   with pytest.raises(ValueError, match="needs 4 devices, but 8 are available"):
-    plan.plan(c, 8, "v5p", log=lambda _: None)
+    planner.plan(c, 8, "v5p", log=lambda _: None)
 
 
 def test_plan_rejects_more_devices_than_jax_has_and_non_positive():
   with pytest.raises(ValueError, match="initialised with 8 devices, fewer than --devices=16"):
-    plan.plan(_smoke(), 16, "v5p", log=lambda _: None)
+    planner.plan(_smoke(), 16, "v5p", log=lambda _: None)
   with pytest.raises(ValueError, match="--devices must be positive, got -3"):
     plan.set_device_count(-3)
 
 
 def test_known_models_and_unknown_checkpoint():
-  assert plan.known_model_name("/ckpt/Qwen2.5-7B-Instruct") == "qwen2.5-7b"
-  assert plan.known_model_name("qwen2.5-7b") == "qwen2.5-7b"
-  assert plan.known_model_name("/ckpt/Llama-3-8B") is None
+  assert plan_models.known_model_name("/ckpt/Qwen2.5-7B-Instruct") == "qwen2.5-7b"
+  assert plan_models.known_model_name("qwen2.5-7b") == "qwen2.5-7b"
+  assert plan_models.known_model_name("/ckpt/Llama-3-8B") is None
   from configs import qwen2_5_7b
 
-  mc = plan.resolve_model(qwen2_5_7b.get_config("v5p-64").agent.model, vocab_size=512)
+  mc = plan_models.resolve_model(qwen2_5_7b.get_config("v5p-64").agent.model, vocab_size=512)
   assert (mc.hidden_size, mc.intermediate_size, mc.num_layers, mc.num_heads, mc.num_kv_heads, mc.vocab_size) == (
     3584,
     18944,
@@ -139,7 +142,7 @@ def test_known_models_and_unknown_checkpoint():
   cfg = _smoke().agent.model
   cfg.hf_path = "/ckpt/Mystery-13B"
   with pytest.raises(ValueError, match="does not know the architecture of '/ckpt/Mystery-13B'"):
-    plan.resolve_model(cfg, vocab_size=512)
+    plan_models.resolve_model(cfg, vocab_size=512)
 
 
 def test_qwen_config_variants():
@@ -236,42 +239,50 @@ def test_planning_domain_stands_in_for_missing_benchmark_data():
 
   c = qwen2_5_7b.get_config("bfcl,v5p-64")
   c.domain.data_dir = "/nonexistent/genenv-data"
-  planned, note = plan.planning_domain(c)
+  planned, note = plan_workload.planning_domain(c)
   assert planned.domain.name == "arithmetic" and "/nonexistent/genenv-data does not exist" in note
-  assert all(planned.domain[k] == c.domain[k] for k in plan.LENGTHS)
+  assert all(planned.domain[k] == c.domain[k] for k in plan_workload.LENGTHS)
   assert planned.domain.success_threshold == c.domain.success_threshold and planned.slice == "v5p-64"
-  same, none = plan.planning_domain(qwen2_5_7b.get_config("v5p-64"))
+  same, none = plan_workload.planning_domain(qwen2_5_7b.get_config("v5p-64"))
   assert none is None and same.domain.name == "arithmetic"
 
 
 def test_slice_of_and_virtual_mesh():
   from configs import qwen2_5_7b
 
-  assert plan.slice_of(qwen2_5_7b.get_config("v6e-64")) == ("v6e", 64)
-  assert plan.slice_of(qwen2_5_7b.get_config("v5p-8")) == ("v5p", 4)
-  assert plan.slice_of(qwen2_5_7b.get_config("v5p-64"), devices=16, chip_name="v4") == ("v4", 16)
+  assert plan_workload.slice_of(qwen2_5_7b.get_config("v6e-64")) == ("v6e", 64)
+  assert plan_workload.slice_of(qwen2_5_7b.get_config("v5p-8")) == ("v5p", 4)
+  assert plan_workload.slice_of(qwen2_5_7b.get_config("v5p-64"), devices=16, chip_name="v4") == ("v4", 16)
   with pytest.raises(ValueError, match="names no TPU slice"):
-    plan.slice_of(_smoke())
-  assert plan.virtual_mesh_sizes({"data": 1, "fsdp": -1, "tensor": 2}, 64) == {"data": 1, "fsdp": 32, "tensor": 2}
-  assert plan.virtual_mesh_sizes({"data": 1, "fsdp": 32, "tensor": 1}, 32) == {"data": 1, "fsdp": 32, "tensor": 1}
+    plan_workload.slice_of(_smoke())
+  assert plan_workload.virtual_mesh_sizes({"data": 1, "fsdp": -1, "tensor": 2}, 64) == {
+    "data": 1,
+    "fsdp": 32,
+    "tensor": 2,
+  }
+  assert plan_workload.virtual_mesh_sizes({"data": 1, "fsdp": 32, "tensor": 1}, 32) == {
+    "data": 1,
+    "fsdp": 32,
+    "tensor": 1,
+  }
   with pytest.raises(ValueError, match="needs 64 devices, but the slice has 32"):
-    plan.virtual_mesh_sizes({"data": 2, "fsdp": 32, "tensor": 1}, 32)
+    plan_workload.virtual_mesh_sizes({"data": 2, "fsdp": 32, "tensor": 1}, 32)
   with pytest.raises(ValueError, match="6 devices do not divide by 4"):
-    plan.virtual_mesh_sizes({"data": -1, "fsdp": 1, "tensor": 4}, 6)
+    plan_workload.virtual_mesh_sizes({"data": -1, "fsdp": 1, "tensor": 4}, 6)
 
 
 def test_workload_of_config():
   from configs import qwen2_5_7b
 
-  w = plan.workload_of(qwen2_5_7b.get_config("v5p-64"))
+  w = plan_workload.workload_of(qwen2_5_7b.get_config("v5p-64"))
   assert (w.env_rows, w.agent_rows, w.minibatches) == (32, 512, 16)
   assert (w.agent_prompt, w.agent_answer, w.env_prompt, w.env_output) == (8000, 1000, 4096, 4096)
   assert w.agent_reference and w.env_train
   c = qwen2_5_7b.get_config("v5p-64")
   c.mode = "grpo"
-  assert plan.workload_of(c).env_rows == 0 and plan.workload_of(c).agent_rows == 32 * 8
+  assert plan_workload.workload_of(c).env_rows == 0 and plan_workload.workload_of(c).agent_rows == 32 * 8
   with pytest.raises(ValueError, match="leaves a domain length at 0"):
-    plan.workload_of(_smoke())
+    plan_workload.workload_of(_smoke())
 
 
 # ---- plan_math by hand ---------------------------------------------------------------------------------------------

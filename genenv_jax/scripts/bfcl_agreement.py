@@ -301,8 +301,8 @@ def character_edits(text: str, rng: random.Random, count: int) -> list[tuple[str
   for _ in range(count):
     edited, ops = text, []
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
-      op = rng.choice(("insert", "delete", "replace", "swap")) if edited else "insert"
-      i = rng.randrange(len(edited) + (op == "insert")) if edited else 0
+      op = rng.choice(("insert", "delete", "replace", "swap")[: 1 + 2 * bool(edited) + (len(edited) > 1)])
+      i = rng.randrange(len(edited) + {"insert": 1, "swap": -1}.get(op, 0))
       char = rng.choice(EDIT_CHARACTERS if rng.random() < 0.5 or not text else text)
       if op == "insert":
         edited = edited[:i] + char + edited[i:]
@@ -310,7 +310,7 @@ def character_edits(text: str, rng: random.Random, count: int) -> list[tuple[str
         edited = edited[:i] + edited[i + 1 :]
       elif op == "replace":
         edited = edited[:i] + char + edited[i + 1 :]
-      elif i + 1 < len(edited):
+      else:
         edited = edited[:i] + edited[i + 1] + edited[i] + edited[i + 2 :]
       ops.append(op)
     out.append((f"edit_{ops[0]}" if len(ops) == 1 else "edit_multi", edited))

@@ -13,7 +13,8 @@ For every item of the 13 single-turn BFCL categories, three sets (--sets) of mod
   between calls, a missing or extra `)`, an unclosed string, `:` for `=`, empty arguments, one list per call. These
   are where tree-sitter's error recovery decides (issue 34).
 * edits: random character edits of the oracle output (`character_edits`: one to three inserts, deletes, replaces or
-  swaps), --edits per Python item and --source-edits per Java/JavaScript item.
+  swaps), --edits per Python item and --source-edits per Java/JavaScript item (half of those of the oracle calls with
+  double-quoted values, the form upstream's Java parser reads).
 
 Each (item, output) pair is scored by `bfcl_official.verdict` (our official mode), by the lenient mode (`bfcl.decode`
 + `bfcl_checker`) and by bfcl-eval itself: `default_decode_ast_prompting` + `is_function_calling_format_output` +
@@ -353,8 +354,9 @@ def pair_sets(
   item: EvalItem, rng: random.Random, seed: int, sets: Sequence[str], edits: int, source_edits: int
 ) -> list[tuple[str, str, str]]:
   """(set, kind, output) for one item: the perturbation set (drawing from `rng`, shared by all items as before), the
-  malformed Java/JS set and the character-edit set (`edits` edits of the oracle output per Python item,
-  `source_edits` per Java/JS item, drawn from a generator seeded by (seed, item id))."""
+  malformed Java/JS set and the character-edit set (`edits` edits of the oracle output per Python item;
+  `source_edits` per Java/JS item, half of them of the oracle output and half of its double-quoted source form, which
+  upstream's Java parser accepts more often; drawn from a generator seeded by (seed, item id))."""
   out: list[tuple[str, str, str]] = []
   language = item.gold["language"]
   if "perturb" in sets:
@@ -365,7 +367,9 @@ def pair_sets(
   if "edits" in sets:
     count = edits if language == "python" else source_edits
     rng = random.Random(f"{seed}:{item.id}:edits")
-    out += [("edits", k, o) for k, o in character_edits(_render(calls), rng, count)]
+    bases = [_render(calls)] + ([_source_render(calls, _quoted_source)] if language != "python" else [])
+    for j, base in enumerate(bases):
+      out += [("edits", k, o) for k, o in character_edits(base, rng, count // len(bases) + (j < count % len(bases)))]
   return out
 
 

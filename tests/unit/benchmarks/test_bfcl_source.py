@@ -163,6 +163,8 @@ def test_pair_sets_sizes_and_seeding():
   with_perturb = bfcl_agreement.pair_sets(item, rng, 0, list(bfcl_agreement.SETS), 2, 7)
   assert [p for p in with_perturb if p[0] != "perturb"] == pairs  # the other sets do not depend on the perturb set
   assert ("perturb", "oracle", "[Cache.get(key='k')]") in with_perturb
+  edited = [output for pair_set, _, output in pairs if pair_set == "edits"]  # 4 of the oracle, 3 of its source form
+  assert sum("'" in o for o in edited[:4]) >= 3 and sum('"' in o for o in edited[4:]) >= 2
 
 
 def test_agreement_arguments_are_checked():

@@ -21,8 +21,8 @@ Each (item, output) pair is scored by `bfcl_official.verdict` (our official mode
 `ast_checker` for AST categories, and decode + `is_empty_output` for (ir)relevance, as its per-item evaluation path
 does. An exception inside bfcl-eval counts as "wrong" (upstream the evaluation run stops there).
 
-The reference is bfcl-eval itself, installed into a folder of its own (it is not a dependency of this project; its
-Java/JavaScript decoder needs tree-sitter), and imported from there with --reference:
+The reference is bfcl-eval itself, installed into a folder of its own (it is not a dependency of this project; the
+tree-sitter packages its Java/JavaScript decoder needs are, at the same pins), and imported from there with --reference:
   pip install --no-deps --target /tmp/bfcl_ref bfcl-eval==2026.3.23 tree_sitter==0.21.3 tree-sitter-java==0.21.0 \\
       tree-sitter-javascript==0.21.4 tenacity filelock
 (`bfcl_eval.constants.model_config`, which imports every model handler, is replaced by a stub whose models do not

@@ -1,27 +1,39 @@
-"""Agreement of our BFCL verdicts with the official checker's (the bfcl-eval package), on a perturbation set.
+"""Agreement of our BFCL verdicts with the official checker's (the bfcl-eval package), on three sets of outputs.
 
-For every item of the 13 single-turn BFCL categories, `perturb` writes model-like outputs from the item's gold calls:
-the oracle answer and its variants in format (`<think>` prefix, code fences, `<tool_call>` JSON, a JSON list, no
-brackets, one call a line, leading or trailing prose, spaces around `=`, JSON-spelled values, empty), in arguments
-(positional, dropped, extra, wrong values, int/float swaps, string case and spacing, tuples, set literals, empty
-lists, other allowed values, unary signs, arithmetic) and in calls (reordered, dropped, duplicated, renamed); for
-Java/JavaScript also quoting variants of the source text. Each (item, output) pair is scored by
-`bfcl_official.verdict` (our official mode), by the lenient mode (`bfcl.decode` + `bfcl_checker`) and by bfcl-eval
-itself: `default_decode_ast_prompting` + `is_function_calling_format_output` + `ast_checker` for AST categories,
-and decode + `is_empty_output` for (ir)relevance, as its per-item evaluation path does. An exception inside bfcl-eval
-counts as "wrong" (upstream the evaluation run stops there).
+For every item of the 13 single-turn BFCL categories, three sets (--sets) of model-like outputs:
 
-The reference is bfcl-eval itself, installed into a folder of its own (it is not a dependency of this project; its
-Java/JavaScript decoder needs tree-sitter), and imported from there with --reference:
+* perturb: `perturb` writes outputs from the item's gold calls: the oracle answer and its variants in format
+  (`<think>` prefix, code fences, `<tool_call>` JSON, a JSON list, no brackets, one call a line, leading or trailing
+  prose, spaces around `=`, JSON-spelled values, empty), in arguments (positional, dropped, extra, wrong values,
+  int/float swaps, string case and spacing, tuples, set literals, empty lists, other allowed values, unary signs,
+  arithmetic) and in calls (reordered, dropped, duplicated, renamed); for Java/JavaScript also quoting variants of
+  the source text.
+* malformed (Java/JavaScript items): the oracle calls in each MALFORMED shape, values quoted and bare: doubled list
+  brackets, a `{}` block before the list, `,,` between arguments, a leading or trailing comma, `;` or line breaks
+  between calls, a missing or extra `)`, an unclosed string, `:` for `=`, empty arguments, one list per call. These
+  are where tree-sitter's error recovery decides (issue 34).
+* edits: random character edits of the oracle output (`character_edits`: one to three inserts, deletes, replaces or
+  swaps), --edits per Python item and --source-edits per Java/JavaScript item (half of those of the oracle calls with
+  double-quoted values, the form upstream's Java parser reads).
+
+Each (item, output) pair is scored by `bfcl_official.verdict` (our official mode), by the lenient mode (`bfcl.decode`
++ `bfcl_checker`) and by bfcl-eval itself: `default_decode_ast_prompting` + `is_function_calling_format_output` +
+`ast_checker` for AST categories, and decode + `is_empty_output` for (ir)relevance, as its per-item evaluation path
+does. An exception inside bfcl-eval counts as "wrong" (upstream the evaluation run stops there).
+
+The reference is bfcl-eval itself, installed into a folder of its own (it is not a dependency of this project; the
+tree-sitter packages its Java/JavaScript decoder needs are, at the same pins), and imported from there with --reference:
   pip install --no-deps --target /tmp/bfcl_ref bfcl-eval==2026.3.23 tree_sitter==0.21.3 tree-sitter-java==0.21.0 \\
       tree-sitter-javascript==0.21.4 tenacity filelock
 (`bfcl_eval.constants.model_config`, which imports every model handler, is replaced by a stub whose models do not
 rename dotted functions, as the prompting models' configs say.)
 
   PYTHONPATH=$PWD python -m genenv_jax.scripts.bfcl_agreement --reference /tmp/bfcl_ref [--data-dir DIR]
-      [--limit N] [--categories a,b] [--seed 0] [--show 20] [--output pairs.jsonl]
-Prints the agreement of each mode with the reference, overall, per category and per perturbation kind, and the first
-disagreements of the official mode. Exit status 0 when the official mode agrees on at least --target (0.999).
+      [--limit N] [--categories a,b] [--sets perturb,malformed,edits] [--edits 4] [--source-edits 60] [--seed 0]
+      [--show 20] [--output pairs.jsonl]
+Prints the agreement of each mode with the reference, overall and per set: per language, per kind, per language and
+kind (malformed, edits) and per category (perturb), and the first disagreements of the official mode. Exit status 0
+when the official mode agrees on at least --target (0.999) in every set.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ import pathlib
 import random
 import sys
 import types
+import warnings
 from typing import Any, Callable, Iterator, Sequence
 
 from genenv_jax.benchmarks.bfcl import checker as bfcl_checker
@@ -44,6 +57,7 @@ from genenv_jax.data import DataMissingError, require, resolve_data_dir
 from genenv_jax.tasks.benchmark import EvalItem
 
 CATEGORIES = tuple(c for c in bfcl.CATEGORIES if c not in bfcl.MULTI_TURN)
+SETS = ("perturb", "malformed", "edits")
 INSTALL = (
   "pip install --no-deps --target DIR bfcl-eval==2026.3.23 tree_sitter==0.21.3 tree-sitter-java==0.21.0 "
   "tree-sitter-javascript==0.21.4 tenacity filelock, then pass --reference DIR"
@@ -215,25 +229,93 @@ def _python_variants(calls: list[ToolCall], item: EvalItem, rng: random.Random) 
           break
 
 
+def _source_render(
+  calls: Sequence[ToolCall], values: Callable[[Any], str], lead: str = "", sep: str = ", ", trail: str = ""
+) -> str:
+  """`[f(<lead>k=<values(v)><sep>...<trail>), ...]`: Java/JS call text with the values and the separators given."""
+  return (
+    "["
+    + ", ".join(
+      f"{c.name}({lead}" + sep.join(f"{k}={values(v)}" for k, v in c.arguments.items()) + f"{trail})" for c in calls
+    )
+    + "]"
+  )
+
+
+def _quoted_source(value: Any) -> str:
+  return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def _bare_source(value: Any) -> str:
+  return value if isinstance(value, str) and value else repr(value)
+
+
 def _source_variants(calls: list[ToolCall], rng: random.Random) -> Iterator[tuple[str, str]]:
   """Java/JavaScript: the values are source text; vary how it is quoted."""
-
-  def render(values: Callable[[Any], str]) -> str:
-    return (
-      "["
-      + ", ".join(f"{c.name}(" + ", ".join(f"{k}={values(v)}" for k, v in c.arguments.items()) + ")" for c in calls)
-      + "]"
-    )
-
-  yield "source_double_quotes", render(lambda v: json.dumps(v) if isinstance(v, str) else repr(v))
-  yield "source_bare", render(lambda v: v if isinstance(v, str) and v else repr(v))
-  yield "source_escaped_quotes", render(lambda v: '"' + str(v).replace('"', '\\"') + '"')
-  yield "source_single_line_call", render(lambda v: repr(v)).strip("[]")
+  yield "source_double_quotes", _source_render(calls, _quoted_source)
+  yield "source_bare", _source_render(calls, _bare_source)
+  yield "source_escaped_quotes", _source_render(calls, lambda v: '"' + str(v).replace('"', '\\"') + '"')
+  yield "source_single_line_call", _source_render(calls, repr).strip("[]")
   if calls and calls[0].arguments:
     key = rng.choice(list(calls[0].arguments))
     value = calls[0].arguments[key]
     if isinstance(value, str) and value.startswith("new ") and "{" in value:
-      yield "source_spaced", render(lambda v: repr(v.replace("{", "{ ").replace("}", " }") if v == value else v))
+      yield (
+        "source_spaced",
+        _source_render(calls, lambda v: repr(v.replace("{", "{ ").replace("}", " }") if v == value else v)),
+      )
+
+
+# Malformed Java/JavaScript call lists: (kind, output from the quoted rendering). The first five are shapes that
+# tree-sitter's error recovery accepts or rejects where a hand-written parser may differ (issue 34).
+MALFORMED: dict[str, Callable[[Sequence[ToolCall], Callable[[Any], str]], str]] = {
+  "double_brackets": lambda calls, values: "[" + _source_render(calls, values) + "]",
+  "block_prefix": lambda calls, values: "[{}" + _source_render(calls, values) + "]",
+  "double_comma": lambda calls, values: _source_render(calls, values, sep=",, "),
+  "leading_comma": lambda calls, values: _source_render(calls, values, lead=", "),
+  "trailing_comma": lambda calls, values: _source_render(calls, values, trail=", "),
+  "semicolons": lambda calls, values: _source_render(calls, values).replace("), ", "); ").replace(")]", ");]"),
+  "newline_calls": lambda calls, values: _source_render(calls, values).replace("), ", ")\n"),
+  "missing_close_paren": lambda calls, values: _source_render(calls, values)[:-2] + "]",
+  "extra_close_paren": lambda calls, values: _source_render(calls, values)[:-1] + ")]",
+  "unclosed_string": lambda calls, values: _source_render(calls, values)[:-3] + ")]",
+  "colon_for_equals": lambda calls, values: _source_render(calls, values).replace("=", ": ", 1),
+  "empty_argument_list": lambda calls, values: _source_render(calls, values, lead=",", sep=",", trail=","),
+  "nested_call_list": lambda calls, values: "[" + ", ".join(_source_render([c], values) for c in calls) + "]",
+}
+
+
+def malformed_variants(calls: Sequence[ToolCall]) -> Iterator[tuple[str, str]]:
+  """(kind, output): each MALFORMED shape of the calls, with the values quoted and bare."""
+  for shape, make in MALFORMED.items():
+    yield f"malformed_{shape}", make(calls, _quoted_source)
+    yield f"malformed_{shape}_bare", make(calls, _bare_source)
+
+
+EDIT_CHARACTERS = "()[]{},;:=.'\"`\\ \n\t-+0123456789abcxyzLfn_$<>@#/*"
+
+
+def character_edits(text: str, rng: random.Random, count: int) -> list[tuple[str, str]]:
+  """`count` (kind, edited text) pairs: one to three random character edits (insert, delete, replace, swap of
+  neighbours) of `text`; inserted characters come from EDIT_CHARACTERS or from the text itself."""
+  out = []
+  for _ in range(count):
+    edited, ops = text, []
+    for _ in range(rng.choice((1, 1, 1, 2, 3))):
+      op = rng.choice(("insert", "delete", "replace", "swap")[: 1 + 2 * bool(edited) + (len(edited) > 1)])
+      i = rng.randrange(len(edited) + {"insert": 1, "swap": -1}.get(op, 0))
+      char = rng.choice(EDIT_CHARACTERS if rng.random() < 0.5 or not text else text)
+      if op == "insert":
+        edited = edited[:i] + char + edited[i:]
+      elif op == "delete":
+        edited = edited[:i] + edited[i + 1 :]
+      elif op == "replace":
+        edited = edited[:i] + char + edited[i + 1 :]
+      else:
+        edited = edited[:i] + edited[i + 1] + edited[i] + edited[i + 2 :]
+      ops.append(op)
+    out.append((f"edit_{ops[0]}" if len(ops) == 1 else "edit_multi", edited))
+  return out
 
 
 def _irrelevance_calls(item: EvalItem) -> list[ToolCall]:
@@ -244,25 +326,51 @@ def _irrelevance_calls(item: EvalItem) -> list[ToolCall]:
   return [ToolCall(doc["name"], {p: "x" for p in required})]
 
 
+def _item_calls(item: EvalItem) -> list[ToolCall]:
+  """The calls the oracle makes for an AST item (for (ir)relevance, a call to the first function)."""
+  if item.gold["category"] in bfcl.IRRELEVANCE + bfcl.RELEVANCE:
+    return _irrelevance_calls(item)
+  return bfcl.oracle_calls(item.gold["functions"], item.gold["answers"], item.gold["language"])
+
+
 def perturb(item: EvalItem, rng: random.Random) -> list[tuple[str, str]]:
   """(kind, output) pairs for one item (module docstring)."""
   category, language = item.gold["category"], item.gold["language"]
+  calls = _item_calls(item)
+  pairs = list(_python_variants(calls, item, rng))
   if category in bfcl.IRRELEVANCE + bfcl.RELEVANCE:
-    calls = _irrelevance_calls(item)
-    pairs = list(_python_variants(calls, item, rng))
-    pairs += [
+    return pairs + [
       ("prose", "I cannot answer this with the given functions."),
       ("empty", ""),
       ("empty_list", "[]"),
       ("empty_call", f"[{calls[0].name}()]"),
     ]
-    return pairs
-  calls = bfcl.oracle_calls(item.gold["functions"], item.gold["answers"], language)
-  pairs = list(_python_variants(calls, item, rng))
   if language != "python":
     pairs += list(_source_variants(calls, rng))
-  pairs += [("prose", "I cannot answer this with the given functions."), ("empty", "")]
-  return pairs
+  return pairs + [("prose", "I cannot answer this with the given functions."), ("empty", "")]
+
+
+def pair_sets(
+  item: EvalItem, rng: random.Random, seed: int, sets: Sequence[str], edits: int, source_edits: int
+) -> list[tuple[str, str, str]]:
+  """(set, kind, output) for one item: the perturbation set (drawing from `rng`, shared by all items as before), the
+  malformed Java/JS set and the character-edit set (`edits` edits of the oracle output per Python item;
+  `source_edits` per Java/JS item, half of them of the oracle output and half of its double-quoted source form, which
+  upstream's Java parser accepts more often; drawn from a generator seeded by (seed, item id))."""
+  out: list[tuple[str, str, str]] = []
+  language = item.gold["language"]
+  if "perturb" in sets:
+    out += [("perturb", k, o) for k, o in perturb(item, rng)]
+  calls = _item_calls(item)
+  if "malformed" in sets and language != "python":
+    out += [("malformed", k, o) for k, o in malformed_variants(calls)]
+  if "edits" in sets:
+    count = edits if language == "python" else source_edits
+    rng = random.Random(f"{seed}:{item.id}:edits")
+    bases = [_render(calls)] + ([_source_render(calls, _quoted_source)] if language != "python" else [])
+    for j, base in enumerate(bases):
+      out += [("edits", k, o) for k, o in character_edits(base, rng, count // len(bases) + (j < count % len(bases)))]
+  return out
 
 
 def lenient_correct(output: str, item: EvalItem) -> bool:
@@ -297,12 +405,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--show", type=int, default=20, help="disagreements of the official mode to print")
   p.add_argument("--target", type=float, default=0.999, help="agreement the official mode must reach (exit 1 below)")
-  p.add_argument("--output", help="write every pair (id, kind, output, verdicts) as JSON lines")
-  return p.parse_args(argv)
+  p.add_argument("--output", help="write every pair (id, set, kind, output, verdicts) as JSON lines")
+  p.add_argument("--sets", default=",".join(SETS), help=f"comma-separated pair sets, of {', '.join(SETS)}")
+  p.add_argument("--edits", type=int, default=4, help="character-edited oracle outputs per Python item")
+  p.add_argument("--source-edits", type=int, default=60, help="character-edited oracle outputs per Java/JS item")
+  args = p.parse_args(argv)
+  unknown = [s for s in args.sets.split(",") if s not in SETS]
+  if unknown or not args.sets:
+    p.error(f"--sets: unknown sets {unknown}; choose from {', '.join(SETS)}")
+  if args.edits < 0 or args.source_edits < 0:
+    p.error("--edits and --source-edits must be >= 0")
+  return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
+  warnings.simplefilter("ignore", SyntaxWarning)  # Python's parser warns on edited outputs such as `[f(a=1x)]`
+  sets = args.sets.split(",")
   categories = [c for c in args.categories.split(",") if c]
   unknown = [c for c in categories if c not in CATEGORIES]
   if unknown:
@@ -326,33 +445,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else None
     for category in categories:
       for item in bench.load_items(data_dir, category, args.limit):
-        for kind, output in perturb(item, rng):
+        language = item.gold["language"]
+        for pair_set, kind, output in pair_sets(item, rng, args.seed, sets, args.edits, args.source_edits):
           ref = reference(output, item)
           ours, lenient = official_correct(output, item), lenient_correct(output, item)
-          for key in ("all", f"category:{category}", f"kind:{kind}"):
+          keys = ["all", f"set:{pair_set}", f"set:{pair_set} lang:{language}", f"set:{pair_set} kind:{kind}"]
+          keys.append(
+            f"set:{pair_set} category:{category}"
+            if pair_set == "perturb"
+            else f"set:{pair_set} lang:{language} kind:{kind}"
+          )
+          for key in keys:
             counts[key].update(n=1, official=ours == ref, lenient=lenient == ref, reference_correct=ref)
           if ours != ref and shown < args.show:
             shown += 1
-            print(f"DISAGREE {item.id} [{kind}] reference={ref} ours={ours}: {output[:300]!r}")
+            print(f"DISAGREE {item.id} [{pair_set}/{kind}] reference={ref} ours={ours}: {output[:300]!r}")
           if out:
-            out.write(
-              json.dumps(
-                {"id": item.id, "kind": kind, "output": output, "reference": ref, "official": ours, "lenient": lenient},
-                ensure_ascii=True,
-              )
-              + "\n"
-            )
+            record = {"id": item.id, "set": pair_set, "kind": kind, "output": output}
+            out.write(json.dumps({**record, "reference": ref, "official": ours, "lenient": lenient}) + "\n")
   for key in sorted(counts, key=lambda k: (k != "all", k)):
     c = counts[key]
     print(
-      f"{key:40s} n={c['n']:6d}  official {c['official'] / c['n']:8.4%}  lenient {c['lenient'] / c['n']:8.4%}"
+      f"{key:64s} n={c['n']:6d}  official {c['official'] / c['n']:8.4%}  lenient {c['lenient'] / c['n']:8.4%}"
       f"  (reference correct {c['reference_correct'] / c['n']:.1%})"
     )
   total = counts["all"]
-  agreement = total["official"] / max(1, total["n"])
   print(
-    f"official mode agrees with bfcl-eval on {total['official']}/{total['n']} pairs ({agreement:.3%}); "
-    f"lenient mode on {total['lenient']}/{total['n']} ({total['lenient'] / max(1, total['n']):.3%})"
+    f"official mode agrees with bfcl-eval on {total['official']}/{total['n']} pairs "
+    f"({total['official'] / max(1, total['n']):.3%}); lenient mode on {total['lenient']}/{total['n']} "
+    f"({total['lenient'] / max(1, total['n']):.3%})"
+  )
+  agreement = min(
+    (counts[f"set:{s}"]["official"] / counts[f"set:{s}"]["n"] for s in sets if counts[f"set:{s}"]["n"]), default=1.0
   )
   return 0 if agreement >= args.target else 1
 

@@ -35,7 +35,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping, Sequence
 
-from genenv_jax.benchmarks.bfcl.lang import JAVA_TYPES, JS_TYPES, to_java, to_js
+from genenv_jax.benchmarks.bfcl.convert import JAVA_TYPES, JS_TYPES
+from genenv_jax.benchmarks.bfcl.lang import to_java, to_js
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall
 
 PYTHON_TYPES: dict[str, type] = {

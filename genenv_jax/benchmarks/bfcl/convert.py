@@ -57,12 +57,14 @@ JS_TYPES: dict[str, type] = {
 }
 MAX_COLLECTION = 2_000
 
-_INT = re.compile(r"^-?\d+$")
-_JAVA_FLOAT = re.compile(r"^-?\d+(\.\d+)?([eE][+-]?\d+)?[fF]$")
-_JAVA_DOUBLE = re.compile(r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$")
-_JAVA_LONG = re.compile(r"^-?\d+[lL]$")
-_JS_FLOAT = re.compile(r"^-?\d+(\.\d+)?$")
-_JS_BIGINT = re.compile(r"^-?\d+n$")
+# The Java/JavaScript literal forms, upstream's patterns (`^...$` with `re.match`, so "5\n" is an integer); the lenient
+# readers of `bfcl.lang` use them too, with `fullmatch` on stripped text.
+INT = re.compile(r"^-?\d+$")
+JAVA_FLOAT = re.compile(r"^-?\d+(\.\d+)?([eE][+-]?\d+)?[fF]$")
+JAVA_DOUBLE = re.compile(r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$")
+JAVA_LONG = re.compile(r"^-?\d+[lL]$")
+JS_FLOAT = re.compile(r"^-?\d+(\.\d+)?$")
+JS_BIGINT = re.compile(r"^-?\d+n$")
 _AS_LIST = re.compile(r"new\s+ArrayList<\w*>\(Arrays\.asList\((.+?)\)\)")
 _ADD_BLOCK = re.compile(r"new\s+ArrayList<\w*>\(\)\s*\{\{\s*(.+?)\s*\}\}", re.DOTALL)
 _ADD = re.compile(r"add\((.+?)\)")
@@ -98,9 +100,9 @@ def java_literal(text: str) -> Any:
     return text == "true"
   if _quoted(text, '"'):
     return text[1:-1]
-  if _JAVA_LONG.match(text):
+  if JAVA_LONG.match(text):
     return int(text[:-1])
-  if _JAVA_FLOAT.match(text):
+  if JAVA_FLOAT.match(text):
     return float(re.sub(r"[fF]$", "", text))
   return _number_or_text(text)
 
@@ -117,13 +119,13 @@ def to_java(text: str, kind: str, item: str | None = None) -> Any:
   if kind not in JAVA_TYPES:
     raise ValueError(f"Unsupported type: {kind}")
   if kind in ("byte", "short", "integer"):
-    return int(text) if _INT.match(text) else str(text)
+    return int(text) if INT.match(text) else str(text)
   if kind == "float":
-    return float(re.sub(r"[fF]$", "", text)) if _JAVA_FLOAT.match(text) else str(text)
+    return float(re.sub(r"[fF]$", "", text)) if JAVA_FLOAT.match(text) else str(text)
   if kind == "double":
-    return float(text) if _JAVA_DOUBLE.match(text) else str(text)
+    return float(text) if JAVA_DOUBLE.match(text) else str(text)
   if kind == "long":
-    return int(re.sub(r"[lL]$", "", text)) if _JAVA_LONG.match(text) else str(text)
+    return int(re.sub(r"[lL]$", "", text)) if JAVA_LONG.match(text) else str(text)
   if kind == "boolean":
     return text == "true" if text in ("true", "false") else str(text)
   if kind in ("Set", "Hashtable", "Queue", "Stack"):
@@ -219,11 +221,11 @@ def to_js(text: str, kind: str, item: str | None = None) -> Any:
   if kind == "String":
     return text[1:-1] if _quoted(text, "\"'") else str(text)
   if kind == "integer":
-    return int(text) if _INT.match(text) else str(text)
+    return int(text) if INT.match(text) else str(text)
   if kind == "float":
-    return float(text) if _JS_FLOAT.match(text) else str(text)
+    return float(text) if JS_FLOAT.match(text) else str(text)
   if kind == "Bigint":
-    return int(text[:-1]) if _JS_BIGINT.match(text) else str(text)
+    return int(text[:-1]) if JS_BIGINT.match(text) else str(text)
   if kind == "Boolean":
     return text == "true" if text in ("true", "false") else str(text)
   if kind in ("dict", "array"):

@@ -29,38 +29,17 @@ import math
 import re
 from typing import Any
 
+from genenv_jax.benchmarks.bfcl.convert import (  # one declaration of the types and literal forms, both modes
+  INT,
+  JAVA_DOUBLE,
+  JAVA_FLOAT,
+  JAVA_LONG,
+  JS_BIGINT,
+  JS_FLOAT,
+)
 from genenv_jax.benchmarks.parsing.source_scan import keyword_pieces, split_top_level, top_level_indices, unquote
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, strip_code_fence, strip_reasoning
 
-JAVA_TYPES: dict[str, type] = {
-  "byte": int,
-  "short": int,
-  "integer": int,
-  "long": int,
-  "float": float,
-  "double": float,
-  "boolean": bool,
-  "char": str,
-  "String": str,
-  "any": str,
-  "Array": list,
-  "ArrayList": list,
-  "Queue": list,
-  "Stack": list,
-  "Set": set,
-  "HashMap": dict,
-  "Hashtable": dict,
-}
-JS_TYPES: dict[str, type] = {
-  "String": str,
-  "any": str,
-  "integer": int,
-  "Bigint": int,
-  "float": float,
-  "Boolean": bool,
-  "array": list,
-  "dict": dict,
-}
 JAVA_ARRAY_ELEMENT = {
   "String": "String",
   "char": "char",
@@ -74,12 +53,6 @@ JAVA_ARRAY_ELEMENT = {
 }
 
 _CALL = re.compile(r"^\s*([A-Za-z_$][\w.$]*)\s*\((.*)\)\s*$", re.DOTALL)
-_INT = re.compile(r"-?\d+")
-_JAVA_LONG = re.compile(r"-?\d+[lL]")
-_JAVA_FLOAT = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?[fF]")
-_JAVA_DOUBLE = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?")
-_JS_FLOAT = re.compile(r"-?\d+(\.\d+)?")
-_JS_BIGINT = re.compile(r"-?\d+n")
 _NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _JAVA_ARRAY = re.compile(r"^new\s+[\w.$<>]+\s*\[\s*\]\s*\{(.*)\}$", re.DOTALL)
 _JAVA_AS_LIST = re.compile(r"^(?:Arrays\.asList|List\.of)\s*\((.*)\)$", re.DOTALL)
@@ -131,11 +104,11 @@ def _literal(text: str) -> Any:
     return text == "true"
   if text in ("null", "undefined"):
     return None
-  if _JAVA_LONG.fullmatch(text) or _JS_BIGINT.fullmatch(text):
+  if JAVA_LONG.fullmatch(text) or JS_BIGINT.fullmatch(text):
     return int(text[:-1])
-  if _JAVA_FLOAT.fullmatch(text):
+  if JAVA_FLOAT.fullmatch(text):
     return float(text[:-1])
-  if _INT.fullmatch(text):
+  if INT.fullmatch(text):
     return int(text)
   if _NUMBER.fullmatch(text):
     return float(text)
@@ -177,13 +150,13 @@ def to_java(text: Any, java_type: str, item_type: str | None = None) -> Any:
   t = text.strip()
   try:
     if java_type in ("byte", "short", "integer"):
-      return int(t) if _INT.fullmatch(t) else t
+      return int(t) if INT.fullmatch(t) else t
     if java_type == "long":
-      return int(t[:-1]) if _JAVA_LONG.fullmatch(t) else t
+      return int(t[:-1]) if JAVA_LONG.fullmatch(t) else t
     if java_type == "float":
-      return float(t[:-1]) if _JAVA_FLOAT.fullmatch(t) else t
+      return float(t[:-1]) if JAVA_FLOAT.fullmatch(t) else t
     if java_type == "double":
-      return float(t) if _JAVA_DOUBLE.fullmatch(t) else t
+      return float(t) if JAVA_DOUBLE.fullmatch(t) else t
     if java_type == "boolean":
       return t == "true" if t in ("true", "false") else t
     if java_type == "char":
@@ -313,11 +286,11 @@ def to_js(text: Any, js_type: str, item_type: str | None = None) -> Any:
     quoted = unquote(t)
     return quoted if quoted is not None else t
   if js_type == "integer":
-    return int(t) if _INT.fullmatch(t) else t
+    return int(t) if INT.fullmatch(t) else t
   if js_type == "float":
-    return float(t) if _JS_FLOAT.fullmatch(t) else t
+    return float(t) if JS_FLOAT.fullmatch(t) else t
   if js_type == "Bigint":
-    return int(t[:-1]) if _JS_BIGINT.fullmatch(t) else t
+    return int(t[:-1]) if JS_BIGINT.fullmatch(t) else t
   if js_type == "Boolean":
     return t == "true" if t in ("true", "false") else t
   if js_type in ("array", "dict"):

@@ -14,10 +14,11 @@ call or a list/tuple/set of calls. A call is `{name: {keyword: value}}`: the dot
 (positional ones are dropped). Values: constants; a unary operator on a constant is its negation (`+1` reads -1);
 lists, tuples, dicts; a bare name is its identifier; a call without keywords is its source text, with keywords a
 nested `{name: {...}}`; a subscript its source text; arithmetic on literals is evaluated (here within size limits);
-anything else (sets, attributes, comparisons, lambdas, ...) fails to decode. Java/JavaScript: `bfcl_source`.
-Bounds that upstream lacks, so that any output scores in linear time: text over MAX_TEXT characters (far past any
-generation budget), Java/JavaScript nested past `bfcl_source.MAX_DEPTH`, and arithmetic whose result would pass
-_MAX_SIZE digits or elements do not decode (score 0); Python's parser itself rejects nesting past its own limit.
+anything else (sets, attributes, comparisons, lambdas, ...) fails to decode. Java/JavaScript: `bfcl_source`, on the
+tree-sitter grammars upstream uses. Bounds that upstream lacks, so that any output scores in linear time: text over
+MAX_TEXT characters (far past any generation budget), Java/JavaScript parse trees deeper than `bfcl_source.MAX_DEPTH`,
+and arithmetic whose result would pass _MAX_SIZE digits or elements do not decode (score 0); Python's parser itself
+rejects nesting past its own limit.
 
 Checking (`check`), by category name: "parallel" matches the calls to the answers greedily in answer order (each
 answer takes the first unused call that passes); else "multiple" needs one call, checked against the answer's
@@ -209,7 +210,7 @@ def decode(output: str, language: str = "python") -> Any:
     return parse_java(text[1:-1]) if language == "java" else parse_js(text[1:-1])
   except SourceSyntaxError as e:
     raise DecodeError(str(e)) from None
-  except RecursionError:  # a guard only: the parser's MAX_DEPTH keeps far below the stack limit
+  except RecursionError:  # a guard only: bfcl_source.MAX_DEPTH keeps its walks below the stack limit
     raise DecodeError("source nests too deeply") from None
 
 

@@ -752,11 +752,13 @@ def test_evaluate_bfcl_mode_flag(items, shared_data, tmp_path, capsys):
 
 @pytest.mark.parametrize("parse", [bfcl_source.parse_java, bfcl_source.parse_js])
 def test_source_parser_bounds_nesting(parse):
-  """Nesting past bfcl_source.MAX_DEPTH is a syntax error (not a RecursionError); real answers nest far less."""
+  """A tree past bfcl_source.MAX_DEPTH levels is a syntax error (not a RecursionError or a crash of tree-sitter's
+  S-expression writer, which 49,000 levels can cause); real answers nest far less."""
   depth = bfcl_source.MAX_DEPTH
-  assert parse("f(a=" + "(" * (depth - 5) + "1" + ")" * (depth - 5) + ")")
+  assert parse("f(a=" + "(" * (depth - 10) + "1" + ")" * (depth - 10) + ")")
   for text in (
-    "f(a=" + "(" * 5000 + "1" + ")" * 5000 + ")",
+    "f(a=" + "(" * depth + "1" + ")" * depth + ")",
+    "f(a=" + "(" * 49_000 + "1" + ")" * 49_000 + ")",
     "{" * (depth + 1) + "}" * (depth + 1),
     "f(a=" + "- " * 5000 + "1)",
     "f(a=" + "b=" * 5000 + "1)",

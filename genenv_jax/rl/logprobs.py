@@ -1,9 +1,12 @@
 """Per-token log-probabilities of a response under a model: the one place where RL meets the model.
 
-The policy. A model with logits z samples at temperature T from π_T(v) = softmax(z / T)_v (T = 0, greedy decoding,
-counts as T = 1, as in the sampler's log-probs). Every log-prob the RL losses compare, current, old (the sampler's)
-and reference, is log π_T at the sampling temperature, so an unchanged policy has ratio exactly 1 (TRL's GRPOTrainer
-and veRL divide the logits by the temperature the same way). Entropy is that of π_T too.
+The policy. A model with logits z samples from π = softmax(`sampling.policy_logits`): z / T at the sampling
+temperature T (T = 0, greedy decoding, counts as T = 1), ids past the tokenizer's removed, then top-k / top-p keep a
+set K and π is renormalised over it. Every log-prob the RL losses compare, current, old (the sampler's) and reference,
+is log π from `sampling.policy_logprobs` with the sampler's own frozen `SamplingParams` (`policy=`), so an unchanged
+policy has ratio exactly 1 with top-k or top-p on as well (TRL's GRPOTrainer and veRL divide the logits by the
+temperature the same way; NeMo-RL and prime-rl replay the truncation on the trainer side). Entropy is that of π too.
+A token outside K (the reference model's K, say) is scored over K ∪ {it}: finite, never -∞.
 
 Positions. For a left-padded prompt p and a right-padded response r, the sequence is [p, r]; the hidden state at
 position t predicts token t + 1, so log π(r_j | p, r_<j) = log_softmax(z[|p| - 1 + j] / T)[r_j]. Padding inside the
@@ -26,28 +29,38 @@ import jax.numpy as jnp
 from genenv_jax.models.transformer import Transformer, dense
 from genenv_jax.parallel.sharding import constrain
 from genenv_jax.rl.grpo import token_entropy
-from genenv_jax.sampling.sampler import limit_vocab
+from genenv_jax.sampling.sampler import SamplingParams, policy_logprobs, policy_temperature
+
+__all__ = ["DEFAULT_CHUNK", "chunked_token_logprobs", "policy_temperature", "response_logprobs", "scored_policy"]
 
 DEFAULT_CHUNK = 512
 
 
-def policy_temperature(temperature: float) -> float:
-  """The T of π_T = softmax(z / T) that a sampler at `temperature` draws from; greedy (0) scores as T = 1."""
-  if temperature < 0:
-    raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
-  return float(temperature) if temperature > 0 else 1.0
+def scored_policy(
+  policy: SamplingParams | None = None, temperature: float = 1.0, vocab_limit: int = 0
+) -> SamplingParams:
+  """The sampling settings whose π is scored: `policy`, the sampler's own `SamplingParams`, when given (then
+  temperature and vocab_limit must be left at their defaults: the settings are passed once); else π at `temperature`
+  over the first `vocab_limit` ids with no top-k / top-p (the plain softmax by default)."""
+  if policy is None:
+    return SamplingParams(max_new_tokens=1, temperature=float(temperature), vocab_limit=int(vocab_limit))
+  if not isinstance(policy, SamplingParams):
+    raise TypeError(f"policy must be a sampling.SamplingParams, got {type(policy).__name__}")
+  if temperature != 1.0 or vocab_limit != 0:
+    raise ValueError(
+      f"pass the sampling settings once: policy={policy} already holds the temperature and vocab_limit, "
+      f"got temperature={temperature}, vocab_limit={vocab_limit} beside it"
+    )
+  return policy
 
 
 def _head_logprobs(
-  hidden: jax.Array, head: jax.Array, targets: jax.Array, temperature: float, with_entropy: bool, vocab_limit: int = 0
+  hidden: jax.Array, head: jax.Array, targets: jax.Array, policy: SamplingParams, with_entropy: bool
 ) -> tuple[jax.Array, jax.Array]:
-  """log π_T(targets) and H(π_T) per position for hidden [B, C, E] through head [E, V]; float32 [B, C] each."""
+  """log π(targets) and H(π) per position for hidden [B, C, E] through head [E, V]; float32 [B, C] each."""
   logits = constrain(dense(hidden, head).astype(jnp.float32), ("batch", "length", "vocab"))
-  logits = limit_vocab(logits, vocab_limit)
-  if temperature != 1.0:
-    logits = logits / temperature
-  logp = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), targets[..., None], axis=-1)[..., 0]
-  entropy = token_entropy(logits) if with_entropy else jnp.zeros_like(logp)
+  logp, policy_logits = policy_logprobs(logits, targets, policy)
+  entropy = token_entropy(policy_logits) if with_entropy else jnp.zeros_like(logp)
   return logp, entropy
 
 
@@ -56,24 +69,26 @@ def chunked_token_logprobs(
   head: jax.Array,
   targets: jax.Array,
   *,
+  policy: SamplingParams | None = None,
   temperature: float = 1.0,
   chunk_size: int = DEFAULT_CHUNK,
   with_entropy: bool = False,
   vocab_limit: int = 0,
 ) -> tuple[jax.Array, jax.Array | None]:
-  """log π_T(targets) [B, R] and, when asked, H(π_T) [B, R] (else None), float32, from hidden [B, R, E] and head [E, V].
+  """log π(targets) [B, R] and, when asked, H(π) [B, R] (else None), float32, from hidden [B, R, E] and head [E, V].
 
-  log π_T(y_t) = (z_t / T)[y_t] - logsumexp(z_t / T) with z_t = hidden_t @ head;  H_t = -Σ_v π_T(v) log π_T(v).
+  π is `scored_policy(policy, temperature, vocab_limit)`: log π(y_t) = z_t[y_t] / T - logsumexp_{v ∈ K_t} z_t[v] / T
+  with z_t = hidden_t @ head and K_t the kept set of top-k / top-p (all ids without them); H_t = -Σ_v π(v) log π(v).
   The R positions are split into ⌈R / chunk_size⌉ chunks (the last one padded) mapped with `lax.map`; each chunk's
   body is under `jax.checkpoint`, so its [B, chunk, V] logits are recomputed in the backward pass instead of stored.
   One chunk (R <= chunk_size) runs the plain computation, with nothing recomputed.
   """
   if chunk_size <= 0:
     raise ValueError(f"logprob chunk size must be positive, got {chunk_size}; set agent/env.logprob_chunk")
-  temperature = policy_temperature(temperature)
+  policy = scored_policy(policy, temperature, vocab_limit)
   b, r, e = hidden.shape
   if r <= chunk_size:
-    logp, entropy = _head_logprobs(hidden, head, targets, temperature, with_entropy, vocab_limit)
+    logp, entropy = _head_logprobs(hidden, head, targets, policy, with_entropy)
     return logp, (entropy if with_entropy else None)
   n = -(-r // chunk_size)
   pad = n * chunk_size - r
@@ -82,7 +97,7 @@ def chunked_token_logprobs(
 
   @functools.partial(jax.checkpoint, prevent_cse=False)  # inside lax.map's scan, CSE cannot undo the remat
   def one(xs):
-    return _head_logprobs(xs[0], head, xs[1], temperature, with_entropy, vocab_limit)
+    return _head_logprobs(xs[0], head, xs[1], policy, with_entropy)
 
   logp, entropy = jax.lax.map(one, (h, t))  # [n, B, chunk] each
   unchunk = lambda x: x.swapaxes(0, 1).reshape(b, n * chunk_size)[:, :r]  # noqa: E731
@@ -97,14 +112,17 @@ def response_logprobs(
   response_mask: jax.Array,
   with_entropy: bool = False,
   *,
+  policy: SamplingParams | None = None,
   temperature: float = 1.0,
   chunk_size: int = DEFAULT_CHUNK,
   vocab_limit: int = 0,
 ) -> tuple[jax.Array, jax.Array | None]:
-  """log π_T(response tokens) [B, R] (float32, 0 where response_mask is 0), and H(π_T) [B, R] when asked (else None).
+  """log π(response tokens) [B, R] (float32, 0 where response_mask is 0), and H(π) [B, R] when asked (else None).
 
-  `temperature` is the sampling temperature of the policy being scored (module docstring); `chunk_size` the number of
-  response positions per LM-head chunk; `vocab_limit` the sampler's (ids past it have no mass; sampling.limit_vocab).
+  `policy` is the `SamplingParams` the response was sampled with (module docstring): pass it for every log-prob a
+  loss compares with the sampler's. Without it, π is the softmax at `temperature` over the first `vocab_limit` ids
+  (ids past it have no mass; sampling.limit_vocab), no top-k / top-p (`scored_policy`). `chunk_size` is the number
+  of response positions per LM-head chunk.
   """
   ids = jnp.concatenate([prompt_ids, response], axis=1)
   mask = jnp.concatenate([prompt_mask, response_mask], axis=1)
@@ -114,9 +132,8 @@ def response_logprobs(
     hidden[:, :-1, :],
     model.head_weight(),
     response,
-    temperature=temperature,
+    policy=scored_policy(policy, temperature, vocab_limit),
     chunk_size=chunk_size,
     with_entropy=with_entropy,
-    vocab_limit=vocab_limit,
   )
   return jnp.where(response_mask.astype(bool), logp, 0.0), entropy

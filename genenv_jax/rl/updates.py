@@ -3,8 +3,13 @@
 Losses here return (sum, denominator) pairs (tunix's convention), so a batch split into M mini-batches gives the exact
 full-batch gradient: g = Σ_m ∇sum_m / Σ_m denom_m. With `num_updates` > 1 the batch is split into that many
 consecutive mini-batches and each takes its own optimizer step (PPO-style epochs of one pass), as in GRPO's
-mini-batch updates. A step whose loss or gradient is not finite leaves parameters and optimizer state unchanged and is
-counted in `skipped` (robustness: a bad batch never corrupts the state).
+mini-batch updates. A step whose loss or gradient is not finite, or whose mini-batch holds no valid token, leaves
+parameters and optimizer state unchanged and is counted in `skipped` (robustness: a bad batch never corrupts the state,
+and an empty one never moves it: AdamW would otherwise step on its momentum and weight decay with a zero gradient).
+
+What counts as empty: a denominator <= 0 (token-mean, seq-mean-token-mean, a weighted NLL with no weight), or, for a
+loss whose denominator is a constant (Dr. GRPO's B · L_max, `grpo.agg_seq_mean_token_sum_norm`), a `num_tokens`
+metric of 0 (`grpo.grpo_loss` reports it, under every aggregation; a loss whose denominator is a constant must).
 """
 
 from __future__ import annotations
@@ -16,6 +21,15 @@ import jax.numpy as jnp
 import optax
 
 LossFn = Callable[[Any, Any], tuple[jax.Array, jax.Array, dict[str, jax.Array]]]  # (params, batch) -> sum, denom, m
+
+NUM_TOKENS = "num_tokens"  # the loss metric that counts a mini-batch's valid tokens (module docstring)
+
+
+def has_tokens(denom: jax.Array, metrics: dict[str, jax.Array]) -> jax.Array:
+  """Whether a mini-batch gives anything to learn from: denominator > 0 and, when the loss reports it, at least one
+  valid token (`NUM_TOKENS`; the denominator of Dr. GRPO's aggregation is > 0 even with none)."""
+  ok = denom > 0
+  return ok & (metrics[NUM_TOKENS] > 0) if NUM_TOKENS in metrics else ok
 
 
 def make_optimizer(
@@ -82,8 +96,11 @@ def gradient_step(
 ) -> tuple[Any, Any, dict[str, jax.Array]]:
   """grad of sum/denom at params, one optimizer update scaled by `scale`, skipped when anything is non-finite.
 
-  Metrics: loss, grad_norm (before the optimizer's clipping), update_norm, skipped, and grad_clipped (1 when
-  grad_norm > `max_grad_norm`, the optimizer's clip threshold; 0 when it is 0, i.e. no clipping).
+  The step is kept only when loss, gradient and update are finite and the mini-batch has a valid token
+  (`has_tokens`); otherwise parameters and optimizer state (AdamW's moments and count) are returned unchanged.
+  Metrics: loss, grad_norm (before the optimizer's clipping), update_norm, skipped (1 when the step was not kept: not
+  finite, or empty), empty (1 when the mini-batch had no valid token), and grad_clipped (1 when grad_norm >
+  `max_grad_norm`, the optimizer's clip threshold; 0 when it is 0, i.e. no clipping).
   """
   (total, (denom, metrics)), grads = jax.value_and_grad(
     lambda p: (lambda s, d, m: (s, (d, m)))(*loss_fn(p, batch)), has_aux=True
@@ -96,7 +113,8 @@ def gradient_step(
   updates, new_opt = optimizer.update(grads, opt_state, params)
   updates = jax.tree.map(lambda u: (u * scale).astype(u.dtype), updates)
   new_params = optax.apply_updates(params, updates)
-  ok = jnp.isfinite(loss) & _all_finite(grads) & _all_finite(updates) & (denom > 0)
+  learns = has_tokens(denom, metrics)
+  ok = jnp.isfinite(loss) & _all_finite(grads) & _all_finite(updates) & learns
   keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
   grad_norm = jnp.where(ok, optax.tree.norm(grads), 0.0)
   metrics = {
@@ -105,7 +123,8 @@ def gradient_step(
     "grad_norm": grad_norm,
     "grad_clipped": ((grad_norm > max_grad_norm) & (max_grad_norm > 0)).astype(jnp.float32),
     "update_norm": jnp.where(ok, optax.tree.norm(updates), 0.0),
-    "skipped": (~ok & (denom > 0)).astype(jnp.int32),
+    "skipped": (~ok).astype(jnp.int32),
+    "empty": (~learns).astype(jnp.int32),
   }
   return keep(new_params, params), keep(new_opt, opt_state), metrics
 
@@ -122,7 +141,8 @@ def minibatch_updates(
   max_grad_norm: float = 0.0,
 ) -> tuple[Any, Any, dict[str, jax.Array]]:
   """`num_updates` consecutive optimizer steps over equal slices of `batch` in a lax.scan; metrics averaged (so
-  grad_clipped becomes the fraction of the updates whose gradient was clipped; `gradient_step`).
+  grad_clipped becomes the fraction of the updates whose gradient was clipped; `gradient_step`), except skipped and
+  empty, which are counted.
 
   `prepare(constants, chunk) -> chunk`, when given, runs first in each mini-batch, outside the gradient, e.g. the
   reference policy's log-probs of that mini-batch, so their activations never span the whole batch. `constants` (a
@@ -140,5 +160,5 @@ def minibatch_updates(
     return (p, o, c), m
 
   (params, opt_state, _), metrics = jax.lax.scan(body, (params, opt_state, constants), chunks)
-  summary = {k: (v.sum() if k == "skipped" else v.mean()) for k, v in metrics.items()}
+  summary = {k: (v.sum() if k in ("skipped", "empty") else v.mean()) for k, v in metrics.items()}
   return params, opt_state, summary

@@ -4,8 +4,13 @@ Shapes never depend on data: prompts are left-padded to a length bucket, the cac
 slots, and finished rows keep emitting `pad_id` with mask 0 until every row is done or the budget is spent, so a new
 prompt length or batch content does not recompile (the length-as-array idea of gemma's `_sampler_loop.py`).
 
-The log-prob returned for each sampled token is log softmax(logits / T) at that token (T = 1 for greedy), i.e. under
-the tempered distribution before top-k / top-p truncation, the convention of veRL's rollout log-probs.
+The policy. Each token is drawn from π = softmax(`policy_logits`): the logits divided by the temperature T (T = 1 for
+greedy), ids past `vocab_limit` removed, then top-k and top-p (`filter_logits`) keep a set K of tokens and π is
+renormalised over K. The log-prob returned for each sampled token is log π of it, the distribution actually sampled
+(vLLM's "processed_logprobs"), and rl.logprobs scores responses with the same function (`policy_logprobs`) from the
+same frozen `SamplingParams`, so an unchanged policy has importance ratio exactly 1 with top-k or top-p on too.
+Scoring the full tempered softmax instead would make the on-policy ratio the kept mass π_T(K) < 1 (TRL issue 6789;
+NeMo-RL and prime-rl replay the truncation on the trainer side the same way).
 """
 
 from __future__ import annotations
@@ -73,36 +78,86 @@ def limit_vocab(logits: jax.Array, vocab_limit: int) -> jax.Array:
   return jnp.where(keep, logits, jnp.finfo(logits.dtype).min)
 
 
+def policy_temperature(temperature: float) -> float:
+  """The T of π = softmax(z / T) that a sampler at `temperature` draws from; greedy (0) scores as T = 1."""
+  if temperature < 0:
+    raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+  return float(temperature) if temperature > 0 else 1.0
+
+
 def filter_logits(logits: jax.Array, top_k: int, top_p: float) -> jax.Array:
-  """Top-k (keep the k largest) then nucleus top-p (Holtzman et al. 2020: the smallest set with mass >= p)."""
+  """Top-k, then nucleus top-p (Holtzman et al. 2020), over the last axis: logits outside the kept set K become the
+  dtype's minimum (softmax gives them no mass; finite, so no NaN reaches a gradient), the kept ones are unchanged.
+
+  Top-k keeps {v : z_v >= z_(k)}, z_(k) the k-th largest: every token tied with the k-th is kept, so K does not depend
+  on the order of the ids. Top-p then keeps, in decreasing order of z, each token whose mass before it under the
+  softmax over the top-k set is < p (the smallest prefix with mass >= p), and the ties of the last one. With top-k on,
+  the nucleus is found among the k largest (ties beyond the k-th are equal to it, so they never move the cutoff) with
+  the softmax normalised over the whole top-k set; without, among all ids (a full sort). K is a piecewise-constant
+  function of the logits, computed under stop_gradient; the kept logits carry their gradient. top_k = 0, top_p = 1:
+  the logits as they are.
+  """
+  if top_k < 0 or not 0.0 < top_p <= 1.0:
+    raise ValueError(f"top_k must be >= 0 and top_p in (0, 1], got top_k={top_k}, top_p={top_p}")
   neg = jnp.finfo(logits.dtype).min
-  if top_k > 0:
-    kth = jax.lax.top_k(logits, min(top_k, logits.shape[-1]))[0][..., -1:]
-    logits = jnp.where(logits < kth, neg, logits)
+  z = jax.lax.stop_gradient(logits)
+  keep, ranked = None, None
+  if 0 < top_k < z.shape[-1]:
+    ranked = jax.lax.top_k(z, top_k)[0]
+    keep = z >= ranked[..., -1:]
   if top_p < 1.0:
-    sorted_logits = jnp.sort(logits, axis=-1)[..., ::-1]
-    probs = jax.nn.softmax(sorted_logits, axis=-1)
+    ranked = jnp.sort(z, axis=-1)[..., ::-1] if ranked is None else ranked
+    top = z if keep is None else jnp.where(keep, z, neg)
+    probs = jnp.exp(ranked - jax.nn.logsumexp(top, axis=-1, keepdims=True))
     mass_before = jnp.cumsum(probs, axis=-1) - probs
-    cutoff = jnp.min(jnp.where(mass_before < top_p, sorted_logits, jnp.inf), axis=-1, keepdims=True)
-    logits = jnp.where(logits < cutoff, neg, logits)
-  return logits
+    cutoff = jnp.min(jnp.where(mass_before < top_p, ranked, jnp.inf), axis=-1, keepdims=True)
+    keep = z >= cutoff if keep is None else keep & (z >= cutoff)
+  return logits if keep is None else jnp.where(keep, logits, neg)
+
+
+def _tempered_and_policy(logits: jax.Array, params: SamplingParams) -> tuple[jax.Array, jax.Array]:
+  """(z / T over the first vocab_limit ids, its `filter_logits`), float32: the tempered logits and π's logits."""
+  t = policy_temperature(params.temperature)
+  z = logits.astype(jnp.float32)
+  z = limit_vocab(z / t if t != 1.0 else z, params.vocab_limit)
+  return z, filter_logits(z, params.top_k, params.top_p)
+
+
+def policy_logits(logits: jax.Array, params: SamplingParams) -> jax.Array:
+  """The logits of the policy π a sampler with `params` draws from: π = softmax of the result (module docstring)."""
+  return _tempered_and_policy(logits, params)[1]
+
+
+def _kept_logprob(tempered: jax.Array, policy: jax.Array, tokens: jax.Array) -> jax.Array:
+  """log π(y) = z_y - logsumexp_{v ∈ K ∪ {y}} z_v: exact for y in K; a y outside K (another model's K, or the same
+  model's K moved by float rounding at its edge) is scored over K widened by y alone, finite, rather than -∞."""
+  z_y = jnp.take_along_axis(tempered, tokens[..., None], -1)[..., 0]
+  kept = jnp.take_along_axis(policy, tokens[..., None], -1)[..., 0] == z_y
+  lse = jax.nn.logsumexp(policy, axis=-1)
+  return z_y - jnp.where(kept, lse, jnp.logaddexp(lse, z_y))
+
+
+def policy_logprobs(logits: jax.Array, tokens: jax.Array, params: SamplingParams) -> tuple[jax.Array, jax.Array]:
+  """(log π(tokens), π's logits) for logits [..., V] and tokens [...], π the policy a sampler with `params` draws from.
+
+  log π(y) = z_y / T - logsumexp_{v ∈ K} z_v / T for y in K (K the kept set of `filter_logits`), the log-prob of the
+  filtered, renormalised distribution; a y outside K is scored over K ∪ {y}. The gradient flows through z_y and the
+  kept logits. The sampler's log-probs and rl.logprobs' are this one function, so they cannot disagree.
+  """
+  tempered, policy = _tempered_and_policy(logits, params)
+  return _kept_logprob(tempered, policy, tokens), policy
 
 
 def sample_token(logits: jax.Array, key: jax.Array, params: SamplingParams) -> tuple[jax.Array, jax.Array]:
-  """Draws one token per row from [B, V] logits; returns (token, its log-prob under the tempered distribution)."""
-  logits = limit_vocab(logits, params.vocab_limit)
+  """Draws one token per row from [B, V] logits under π (`policy_logits`; greedy: its argmax); returns (token, log π
+  of it), the log-prob `policy_logprobs` gives the same token."""
+  tempered, policy = _tempered_and_policy(logits, params)
   if params.temperature == 0.0:
-    token = jnp.argmax(logits, axis=-1)
-    return token.astype(jnp.int32), jnp.take_along_axis(jax.nn.log_softmax(logits), token[:, None], -1)[:, 0]
-  scaled = logits / params.temperature
-  if params.top_k > 0:
-    # Sample among the k largest only (then top-p within them): no pass over the full vocabulary beyond top_k.
-    values, indices = jax.lax.top_k(scaled, min(params.top_k, scaled.shape[-1]))
-    choice = jax.random.categorical(key, filter_logits(values, 0, params.top_p), axis=-1)
-    token = jnp.take_along_axis(indices, choice[:, None], -1)[:, 0]
+    token = jnp.argmax(policy, axis=-1)
   else:
-    token = jax.random.categorical(key, filter_logits(scaled, 0, params.top_p), axis=-1)
-  return token.astype(jnp.int32), jnp.take_along_axis(jax.nn.log_softmax(scaled), token[:, None], -1)[:, 0]
+    token = jax.random.categorical(key, policy, axis=-1)
+  token = token.astype(jnp.int32)
+  return token, _kept_logprob(tempered, policy, token)
 
 
 def prefill(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, cache: dict) -> tuple[jax.Array, dict]:

@@ -123,3 +123,21 @@ def test_a2_against_random_needs_every_seed_and_twice_random():
   variants["coevolve"]["tasks_in_band_shown_seeds"] = 1  # one seed misses rule (a2)
   assert compare.tasks_in_band_vs_random(variants)["verdict"] == "not shown"
   assert compare.tasks_in_band_vs_random({"coevolve": variants["coevolve"]}) is None
+
+
+@pytest.mark.parametrize("sign", [1, -1], ids=["ahead", "behind"])
+def test_a_gap_whose_ci_straddles_zero_is_not_shown_whatever_the_seed_spread(tmp_path, sign):
+  """Two seeds with the same +-0.01 gap each (seed std 0, the gap far above it) but on scattered items (a CI about
+  +-0.05 wide): the CI decides, so "not shown", neither way; the seed std is still reported."""
+  table = {}
+  for seed in range(2):
+    table[("coevolve", seed)] = fake_summary(seed, 0.5, 0.70 + sign * 0.01, [0.5] * 8)
+    table[("random", seed)] = fake_summary(seed, 0.5, 0.70, [0.5] * 8, order_seed=7)
+  write_runs(tmp_path, table)
+  rep = compare.build_report(str(tmp_path), n_boot=400)
+  for g in (rep["gaps"]["random"], rep["gaps_later_half"]["random"], rep["ordering"][0]):
+    assert g["mean"] == pytest.approx(sign * 0.01, abs=1e-9) and g["per_seed"] == pytest.approx([sign * 0.01] * 2)
+    assert g["seed_std"] == pytest.approx(0.0, abs=1e-9) and abs(g["mean"]) > g["seed_std"]
+    assert g["ci95"][0] < 0 < g["ci95"][1]
+    assert g["verdict"] == "not shown", g
+    assert "seed std does not decide" in g["test"]

@@ -155,3 +155,21 @@ def test_the_later_half_mean_p_hat_is_split_by_the_env_prompts_seed_source():
     format_report(s)
   )
   assert "later-half mean p̂:" not in format_report(make_summary(p_hat=[0.6] * 8, difficulty=[5] * 8, accuracy=[0.5]))
+
+
+def test_with_per_item_scores_the_paired_ci_alone_decides():
+  """+0.075 on 400 items clears 2 binomial SE (about 0.070), but 200 items flip up and 170 flip back: the paired CI
+  over the items reaches below 0, so the gain is not shown; the 2 SE figure is still reported."""
+  first = np.zeros(400, int)
+  first[:200] = 1
+  last = np.ones(400, int)
+  last[:170] = 0
+  g = accuracy_gain(
+    {"accuracy": first.mean(), "n": 400, "correct": first.tolist()},
+    {"accuracy": last.mean(), "n": 400, "correct": last.tolist()},
+  )
+  assert g["gain"] == pytest.approx(0.075) and g["beyond_2se"] and g["se"] == pytest.approx(0.0351, abs=1e-3)
+  assert g["ci95"][0] < 0 < g["ci95"][1] and not g["ci_excludes_zero"]
+  assert not g["significant"] and "2 SE does not decide" in g["test"]
+  # without per-item scores the 2 SE test is the only noise estimate, and it decides
+  assert accuracy_gain({"accuracy": 0.5, "n": 400}, {"accuracy": 0.575, "n": 400})["significant"]

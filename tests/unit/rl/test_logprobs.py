@@ -8,7 +8,7 @@ from flax import nnx
 
 from genenv_jax.models.config import ModelConfig
 from genenv_jax.models.transformer import Transformer
-from genenv_jax.rl.logprobs import chunked_token_logprobs, policy_temperature, response_logprobs
+from genenv_jax.rl.logprobs import chunked_token_logprobs, policy_temperature, response_logprobs, scored_policy
 from genenv_jax.sampling import sampler as sampling
 
 VOCAB = 37
@@ -153,3 +153,67 @@ def test_unchanged_policy_has_ratio_one_at_the_sampling_temperature(temperature)
   # scoring at T = 1 instead (the defect this guards against) is far from 1 on the same tokens
   raw, _ = response_logprobs(model, ids, mask, out.tokens, out.mask)
   assert np.abs(np.exp(np.asarray(raw) - np.asarray(out.logprobs))[m] - 1).max() > 0.05
+
+
+def _filtered_logprobs(logits, params):
+  """log π of every id by direct computation in float64: z / T, top-k keeping the ties of the k-th value, then the
+  smallest prefix by decreasing z with mass >= top_p (and its ties), renormalised over the kept set; -inf outside."""
+  z = np.asarray(logits, np.float64) / sampling.policy_temperature(params.temperature)
+  out = np.full(z.shape, -np.inf)
+  for idx in np.ndindex(z.shape[:-1]):
+    row = z[idx]
+    keep = row >= np.sort(row)[::-1][params.top_k - 1] if params.top_k else np.ones(row.shape, bool)
+    if params.top_p < 1:
+      p = np.where(keep, np.exp(row - row.max()), 0.0)
+      p /= p.sum()
+      order = np.argsort(-row, kind="stable")
+      before = np.cumsum(p[order]) - p[order]
+      keep &= row >= row[order][before < params.top_p].min()
+    out[idx] = np.where(keep, row - np.log(np.exp(row[keep] - row.max()).sum()) - row.max(), -np.inf)
+  return out
+
+
+@pytest.mark.parametrize("top_k,top_p", [(5, 1.0), (0, 0.9), (5, 0.9)], ids=["top-k 5", "top-p 0.9", "both"])
+def test_top_k_top_p_on_policy_update_has_ratio_one(top_k, top_p):
+  """The sampler's log-probs and the training log-probs are both log π of the filtered, renormalised distribution
+  that was sampled (checked against a direct computation), so a one-mini-batch GRPO update sees ratio 1."""
+  from genenv_jax.rl import grpo
+  from genenv_jax.rl.updates import make_optimizer, minibatch_updates
+
+  model = _model(seed=2)
+  ids, mask = _prompts()
+  params = sampling.SamplingParams(max_new_tokens=12, temperature=0.8, top_k=top_k, top_p=top_p)
+  graphdef, state = nnx.split(model)
+  out = jax.jit(lambda s, k: sampling.sample(nnx.merge(graphdef, s), ids, mask, k, params))(state, jax.random.key(3))
+  m = np.asarray(out.mask).astype(bool)
+  logits, _ = model(jnp.concatenate([ids, out.tokens], 1), jnp.concatenate([mask, out.mask], 1))
+  direct = _filtered_logprobs(logits[:, ids.shape[1] - 1 : -1], params)
+  want = np.take_along_axis(direct, np.asarray(out.tokens)[..., None], -1)[..., 0]
+  np.testing.assert_allclose(np.asarray(out.logprobs)[m], want[m], atol=1e-5)  # the sampler's: log π of the draw
+  logp, _ = response_logprobs(model, ids, mask, out.tokens, out.mask, policy=params, chunk_size=5)
+  np.testing.assert_allclose(np.asarray(logp)[m], want[m], atol=1e-5)
+
+  def loss_fn(s, b):
+    new, entropy = response_logprobs(
+      nnx.merge(graphdef, s), ids, mask, b["tokens"], b["mask"], with_entropy=True, policy=params, chunk_size=5
+    )
+    return grpo.grpo_loss(new, b["logp_old"], None, b["adv"], b["mask"], entropy=entropy)
+
+  batch = {"tokens": out.tokens, "mask": out.mask, "logp_old": out.logprobs, "adv": jnp.asarray([1.0, -1.0, 0.5, -0.5])}
+  opt = make_optimizer(1e-3)
+  _, _, metrics = minibatch_updates(loss_fn, opt, state, opt.init(state), batch, 1)
+  assert abs(float(metrics["ratio_mean"]) - 1.0) < 1e-5 and abs(float(metrics["ratio_max"]) - 1.0) < 1e-5
+  assert float(metrics["clip_frac"]) == 0.0 and int(metrics["skipped"]) == 0
+  # scoring the unfiltered tempered softmax instead (the defect this guards against): ratio = kept mass, below 1
+  raw, _ = response_logprobs(model, ids, mask, out.tokens, out.mask, temperature=0.8)
+  assert np.exp(np.asarray(raw) - np.asarray(out.logprobs))[m].min() < 0.95
+
+
+def test_scored_policy_takes_the_sampling_settings_once():
+  params = sampling.SamplingParams(max_new_tokens=4, temperature=0.7, top_k=5)
+  assert scored_policy(params) is params
+  assert scored_policy(None, 0.7, 10) == sampling.SamplingParams(max_new_tokens=1, temperature=0.7, vocab_limit=10)
+  with pytest.raises(ValueError, match="pass the sampling settings once"):
+    scored_policy(params, temperature=0.7)
+  with pytest.raises(TypeError, match="policy must be a sampling.SamplingParams"):
+    scored_policy({"temperature": 0.7})

@@ -131,3 +131,55 @@ def test_over_long_prompt_is_rejected_clearly(tiny):
     gj.generate(model, ids, mask, max_new_tokens=10)
   with pytest.raises(ValueError, match="max_new_tokens must be positive"):
     gj.generate(model, ids, mask, max_new_tokens=0)
+
+
+def _kept_set(z, top_k, top_p):
+  """The kept set by its definition, one row at a time in float64: ties of the k-th largest stay; then, in decreasing
+  order, the tokens whose softmax mass before them (over the top-k set) is < p, and the ties of the last one."""
+  z = np.asarray(z, np.float64)
+  keep = np.ones(z.shape, bool)
+  if top_k:
+    keep = z >= np.sort(z)[::-1][top_k - 1]
+  if top_p < 1:
+    p = np.where(keep, np.exp(z - z[keep].max()), 0.0)
+    p /= p.sum()
+    order = np.argsort(-z, kind="stable")
+    before = np.cumsum(p[order]) - p[order]
+    cutoff = z[order][before < top_p].min()
+    keep &= z >= cutoff
+  return keep
+
+
+@pytest.mark.parametrize("top_k,top_p", [(3, 1.0), (0, 0.6), (3, 0.6), (4, 0.9), (1, 1.0)])
+def test_filter_keeps_every_tie_of_the_kth_value_and_matches_the_definition(top_k, top_p):
+  rng = np.random.RandomState(0)
+  logits = np.round(rng.randn(6, 12), 0).astype(np.float32)  # rounded: many ties, at the k-th value too
+  logits[0] = [2, 1, 1, 1, 0, 0, 0, 0, -1, -1, -1, -1]  # the 3rd largest is tied three times
+  got = np.asarray(filter_logits(jnp.asarray(logits), top_k, top_p)) > jnp.finfo(jnp.float32).min
+  want = np.stack([_kept_set(z, top_k, top_p) for z in logits])
+  np.testing.assert_array_equal(got, want)
+  if top_k == 3 and top_p == 1.0:
+    assert got[0].sum() == 4  # 2 and all three 1s: more than k, whatever the ids' order
+
+
+def test_policy_logprobs_are_the_renormalised_filtered_distribution_and_its_gradient():
+  """log π(y) = z_y/T - logsumexp over the kept set; d/dz is (onehot(y) - π)/T on the kept set and 0 outside it."""
+  from genenv_jax.sampling.sampler import SamplingParams, policy_logprobs
+
+  z = jnp.asarray([[3.0, 2.0, 1.0, 0.5, -1.0, 0.2]])
+  params = SamplingParams(max_new_tokens=1, temperature=0.5, top_k=3)  # K = {0, 1, 2}
+  y = jnp.asarray([1])
+  logp, policy = policy_logprobs(z, y, params)
+  zk = np.asarray(z[0, :3]) / 0.5
+  want = zk[1] - np.log(np.exp(zk).sum())
+  np.testing.assert_allclose(float(logp[0]), want, rtol=1e-6)
+  np.testing.assert_allclose(float(jax.nn.logsumexp(policy)), np.log(np.exp(zk).sum()), rtol=1e-6)
+  grad = np.asarray(jax.grad(lambda x: policy_logprobs(x, y, params)[0].sum())(z))[0]
+  pi = np.exp(zk - np.log(np.exp(zk).sum()))
+  np.testing.assert_allclose(grad[:3], (np.eye(3)[1] - pi) / 0.5, atol=1e-6)
+  np.testing.assert_array_equal(grad[3:], 0.0)
+  # a token outside K (another model's K) is scored over K and itself: finite, never -inf
+  out, _ = policy_logprobs(z, jnp.asarray([4]), params)
+  np.testing.assert_allclose(float(out[0]), -2.0 - np.log(np.exp(zk).sum() + np.exp(-2.0)), rtol=1e-6)
+  with pytest.raises(ValueError, match="top_k must be >= 0"):
+    filter_logits(z, -1, 1.0)

@@ -30,7 +30,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the command-line flags on `flag_values` (a test lists them on a fresh FlagValues). Called on absl's FLAGS
   only when this module runs as a program, so that importing it next to another program's module with flags of the
   same name (tests, tools) never collides in absl's global registry."""
-  global _CONFIG, _DEVICES, _CHIP, _USABLE, _JSON, _LAYERS, _FAST, _NOCOMPILE, _ATTENTION, _TARGET
+  global _CONFIG, _DEVICES, _CHIP, _USABLE, _JSON, _LAYERS, _FAST, _NOCOMPILE, _ATTENTION, _TARGET, _HLO
   fv = flag_values
   _CONFIG = config_flags.DEFINE_config_file(
     "config",
@@ -92,6 +92,12 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     "slice and libtpu is installed (and neither --devices nor --chip asks for a virtual mesh), else cpu.",
     flag_values=fv,
   )
+  _HLO = flags.DEFINE_string(
+    "hlo",
+    None,
+    "Also write the compiled program's optimised HLO text to this path (collectives, kernels).",
+    flag_values=fv,
+  )
   flags.mark_flags_as_required(["config"], flag_values=fv)
 
 
@@ -104,6 +110,12 @@ def set_device_count(n: int, fast_compile: bool = False) -> None:
   flags_now = re.sub(r"--xla_force_host_platform_device_count=\\d+", "", os.environ.get("XLA_FLAGS", ""))
   extra = " --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true" if fast_compile else ""
   os.environ["XLA_FLAGS"] = f"{flags_now} --xla_force_host_platform_device_count={n}{extra}".strip()
+  use_cpu_runtime()
+
+
+def use_cpu_runtime() -> None:
+  """JAX's runtime on the CPU only: plan compiles, it never runs, and a TPU target's devices are libtpu's
+  compile-only ones (jax would otherwise try, and fail, to start a TPU runtime on a host without chips)."""
   os.environ["JAX_PLATFORMS"] = "cpu"
   if "jax" in sys.modules:
     from jax._src import xla_bridge
@@ -146,8 +158,8 @@ def main(argv) -> None:
     if target == "cpu" and not _NOCOMPILE.value:
       set_device_count(devices, _FAST.value)
     elif target == "tpu":
-      os.environ.setdefault("JAX_PLATFORMS", "cpu")  # compile-only TPU devices; never look for chips to run on
-    kw = dict(usable_fraction=_USABLE.value, attention=_ATTENTION.value, target=target)
+      use_cpu_runtime()
+    kw = dict(usable_fraction=_USABLE.value, attention=_ATTENTION.value, target=target, hlo_path=_HLO.value)
     if _LAYERS.value:
       layers = tuple(int(x) for x in _LAYERS.value)
       if len(layers) != 2 or layers[0] == layers[1] or min(layers) <= 0:

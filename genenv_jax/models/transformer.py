@@ -147,10 +147,14 @@ class Attention(nnx.Module):
     # cache in place instead of transposing all of it.
     t = x.shape[1]
     k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
-    if cache is None:
-      keys, values = k, v
-    else:  # write only the new slots of this layer's row, then read the row: the stacked cache is updated in place
+    # A prefill into an empty cache (cache_index the Python int 0, key_mask the T new tokens' own) attends to its own
+    # keys: the same softmax as reading them back from the cache, and a prefill-shaped call (splash on a TPU).
+    own_keys = cache is None or (isinstance(cache_index, int) and cache_index == 0)
+    if cache is not None:  # write only the new slots of this layer's row: the stacked cache is updated in place
       cache = write_cache(cache, {"k": k, "v": v}, layer, cache_index)
+    if own_keys:
+      keys, values = k, v
+    else:  # read the layer's row back: every earlier slot and the new ones
       keys, values = (read_cache(cache, name, layer, dt) for name in "kv")
 
     out = attention(
@@ -158,8 +162,8 @@ class Attention(nnx.Module):
       keys,
       values,
       key_mask,
-      0 if cache_index is None else cache_index,
-      kv_length=None if cache_index is None else cache_index + t,
+      0 if own_keys else cache_index,
+      kv_length=None if own_keys else cache_index + t,
       implementation=cfg.attention,
     ).reshape(x.shape[0], t, cfg.num_heads * cfg.head_dim)
     o_proj = self.o_proj[...].astype(dt).reshape(cfg.num_heads * cfg.head_dim, cfg.hidden_size)
@@ -227,6 +231,7 @@ class Transformer(nnx.Module):
     cache: Cache | None = None,
     positions: jax.Array | None = None,
     logits_from: int = 0,
+    empty_cache: bool = False,
   ) -> tuple[jax.Array, Cache | None]:
     """Logits [B, T - logits_from, V] (float32) for positions logits_from.. (a static int; -1 = the last position
     only, as a prefill needs) and the updated cache. Skipping positions whose logits are unused skips their share of
@@ -234,8 +239,12 @@ class Transformer(nnx.Module):
 
     Without a cache, attention is causal over the T given tokens. With one, the T tokens are written at slots
     [index, index + T) and attend to every earlier real slot; positions continue from the real tokens in the cache.
+    `empty_cache=True` promises a cache that holds nothing yet (a prefill's, fresh from init_cache): the T tokens
+    then attend to their own keys directly, the same result, through the prefill kernel (splash on a TPU).
     """
-    x, cache = self.hidden_states(input_ids, attention_mask, cache, positions, hidden_from=logits_from)
+    x, cache = self.hidden_states(
+      input_ids, attention_mask, cache, positions, hidden_from=logits_from, empty_cache=empty_cache
+    )
     logits = dense(x, self.head_weight())
     return constrain(logits.astype(jnp.float32), ("batch", "length", "vocab")), cache
 
@@ -251,6 +260,7 @@ class Transformer(nnx.Module):
     cache: Cache | None = None,
     positions: jax.Array | None = None,
     hidden_from: int = 0,
+    empty_cache: bool = False,
   ) -> tuple[jax.Array, Cache | None]:
     """The final-normed hidden states [B, T - hidden_from, E] (compute dtype) that the LM head reads, and the cache.
 
@@ -284,10 +294,12 @@ class Transformer(nnx.Module):
         layer = jax.checkpoint(layer, policy=REMAT_SAVES[cfg.remat], prevent_cse=False)
       x, _ = jax.lax.scan(layer, x, stacked)
     else:  # the stacked cache rides in the carry, so each layer updates its new slots in place (no per-step copy)
+      # an empty cache: the layers attend to the T new tokens' own keys (Attention, Python int index 0)
+      layer_mask, layer_index = (attention_mask, 0) if empty_cache else (key_mask, index)
 
       def layer(carry, xs):
         (x, layers_cache), (layer_params, i) = carry, xs
-        return nnx.merge(graphdef, layer_params)(x, positions, key_mask, inv_freq, layers_cache, index, i), None
+        return nnx.merge(graphdef, layer_params)(x, positions, layer_mask, inv_freq, layers_cache, layer_index, i), None
 
       (x, new_layers), _ = jax.lax.scan(layer, (x, cache["layers"]), (stacked, jnp.arange(cfg.num_layers)))
 

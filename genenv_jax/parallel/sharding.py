@@ -120,6 +120,31 @@ def state_shardings(state: Any, mesh: Mesh, rules: Sequence[tuple[str, Sequence[
   return jax.tree.map(one, state, is_leaf=_is_variable)
 
 
+# Sampling's rules: the same split with `fsdp` dropped from every parameter axis (the batch keeps it). Decoding reads
+# every weight once per token; with the weights still split over fsdp, each step (and each layer of the layer scan
+# inside it) would all-gather them again, and the TPU compiler does not hoist those gathers out of the decode loop.
+SAMPLING_RULES = tuple(
+  (name, axes if name == "batch" else tuple(a for a in axes if a != "fsdp")) for name, axes in DEFAULT_RULES
+)
+
+
+def gather_over_fsdp(state: Any) -> Any:
+  """An nnx State's Variables constrained to their sharding under SAMPLING_RULES (whole over fsdp, still split over
+  tensor), on the mesh in context: one all-gather of the weights before a sampling loop rather than one per step.
+  The identity without a mesh, or with an fsdp axis of size 1."""
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty or not set(MESH_AXES) <= set(mesh.axis_names) or mesh.shape["fsdp"] == 1:
+    return state
+
+  def one(v):
+    if not _is_variable(v):
+      return v
+    spec = logical_to_spec(v.get_metadata().get("logical_axes"), v.shape, mesh, SAMPLING_RULES)
+    return v.replace(jax.lax.with_sharding_constraint(v[...], spec))
+
+  return jax.tree.map(one, state, is_leaf=_is_variable)
+
+
 def batch_sharding(mesh: Mesh, ndim: int) -> NamedSharding:
   """Rows over every data-parallel axis (data, fsdp), the other dimensions replicated."""
   return NamedSharding(mesh, PartitionSpec(("data", "fsdp"), *([None] * (ndim - 1))))

@@ -137,7 +137,7 @@ def target_devices(config, target: str, devices: int) -> tuple[list, str]:
   return available[:devices], f"{platform} ({devices} {'virtual ' if platform == 'cpu' else ''}devices)"
 
 
-def compile_step(config, agent_mc, env_mc, target: str, devices: int) -> Compiled:
+def compile_step(config, agent_mc, env_mc, target: str, devices: int, hlo_path: str | None = None) -> Compiled:
   """Builds the abstract state on a mesh of the target's devices and lowers and compiles `jit_step` for it: the
   program a run of `config` executes, host callbacks and donated state included."""
   import jax
@@ -158,6 +158,10 @@ def compile_step(config, agent_mc, env_mc, target: str, devices: int) -> Compile
     t2 = time.time()
     compiled = lowered.compile()
     t3 = time.time()
+  text = compiled.as_text()
+  if hlo_path:
+    with open(hlo_path, "w") as fh:
+      fh.write(text)
   stats = compiled.memory_analysis()
   cost = compiled.cost_analysis() or {}
   memory = plan_math.Memory(
@@ -176,7 +180,7 @@ def compile_step(config, agent_mc, env_mc, target: str, devices: int) -> Compile
     memory=memory,
     cost=cost[0] if isinstance(cost, (list, tuple)) else cost,
     seconds={"build": t1 - t0, "lower": t2 - t1, "compile": t3 - t2},
-    hlo=hlo.analyse(compiled.as_text()),
+    hlo=hlo.analyse(text),
   )
 
 
@@ -192,6 +196,15 @@ def collective_figures(report, analysis) -> dict:
     out[kind]["analytic_count"] = sum(c.count for c in mine)
     out[kind]["analytic_bytes"] = sum(c.bytes for c in mine)
   return out
+
+
+def top_sources(report, n: int = 8) -> list[dict]:
+  """The `n` (kind, source line) pairs that move the most bytes per step, for finding where a collective comes from."""
+  from genenv_jax.planning import hlo
+
+  return [
+    {"kind": kind, "source": source, "runs": runs, "bytes": b} for kind, source, runs, b in hlo.by_source(report)[:n]
+  ]
 
 
 def _models(config, attention, num_layers):
@@ -231,13 +244,14 @@ def plan(
   compile_program: bool = True,
   attention: str | None = None,
   target: str = "cpu",
+  hlo_path: str | None = None,
 ) -> dict:
   """Compiles the step for `config` on `target` ("tpu": the slice's topology; "cpu": `devices` fake devices) and
   returns (and logs) the figures.
 
   devices / chip_name default to the config's slice. `num_layers` replaces both models' layer count;
   compile_program=False gives the analytic figures only (--nocompile; the domain is built only when the config
-  leaves a length at 0). `attention` overrides both models' implementation."""
+  leaves a length at 0). `attention` overrides both models' implementation; `hlo_path` receives the optimised HLO."""
   from genenv_jax.planning import analytic as plan_analytic
   from genenv_jax.planning import costs as plan_math
 
@@ -245,7 +259,7 @@ def plan(
   chip = plan_math.chip(chip_name)
   config, note = planning_domain(config) if compile_program else (config, None)
   agent_mc, env_mc = _models(config, attention, num_layers)
-  compiled = compile_step(config, agent_mc, env_mc, target, devices) if compile_program else None
+  compiled = compile_step(config, agent_mc, env_mc, target, devices, hlo_path) if compile_program else None
   lengths = compiled.lengths if compiled else _lengths_without_compile(config)
   mesh_sizes = compiled.mesh_sizes if compiled else virtual_mesh_sizes(dict(config.mesh), devices)
   mesh_shape = plan_analytic.MeshShape(mesh_sizes["data"], mesh_sizes["fsdp"], mesh_sizes["tensor"])
@@ -321,6 +335,7 @@ def plan(
     "mosaic_kernels": compiled.hlo.mosaic_kernels if compiled else 0,
     "collectives": collective_figures(compiled.hlo, analysis) if compiled else {},
     "unknown_loops": len(compiled.hlo.unknown_loops) if compiled else 0,
+    "collective_sources": top_sources(compiled.hlo) if compiled else [],
     "components": comp_dev,
     "fits": verdict.fits,
     "hbm": chip.hbm_bytes,
@@ -351,6 +366,7 @@ def plan_by_layers(
   log=print,
   attention: str | None = None,
   target: str = "cpu",
+  hlo_path: str | None = None,
 ) -> dict:
   """A cross-check (and the way for programs too slow to compile here): compiles the same step with both models cut
   to layers[0] and to layers[1] layers, and extrapolates every per-device memory and XLA FLOP figure along the
@@ -359,7 +375,7 @@ def plan_by_layers(
   The analytic figures are those of the real model."""
   from genenv_jax.planning import costs as plan_math
 
-  kw = dict(usable_fraction=usable_fraction, log=None, attention=attention, target=target)
+  kw = dict(usable_fraction=usable_fraction, log=None, attention=attention, target=target, hlo_path=hlo_path)
   a = plan(config, devices, chip_name, num_layers=layers[0], **kw)
   b = plan(config, devices, chip_name, num_layers=layers[1], **kw)
   full = plan(config, devices, chip_name, compile_program=False, **kw)

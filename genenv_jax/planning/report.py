@@ -53,11 +53,15 @@ def collective_lines(collectives: dict, unknown_loops: int) -> list[str]:
 
   if not collectives:
     return []
-  lines = ["collectives per device per step (optimised HLO, loops unrolled | analytic model):"]
+  lines = [
+    "collectives per device per step (optimised HLO, loops unrolled; 'as role': collective matmuls' permutes counted "
+    "as the all-gather or reduce-scatter they move | analytic model):"
+  ]
   for kind, c in collectives.items():
     if c["ops"] or c["analytic_count"]:
       lines.append(
-        f"  {kind:<18} {c['ops']:5d} ops, {c['executions']:7d} runs, {fb(c['bytes']):>10} | "
+        f"  {kind:<18} {c['ops']:5d} ops, {c['executions']:7d} runs, {fb(c['bytes']):>10}, as role "
+        f"{fb(c['role_bytes']):>10} | "
         f"{c['analytic_count']:7d} runs, {fb(c['analytic_bytes']):>10}"
       )
   if unknown_loops:
@@ -110,6 +114,9 @@ def format_report(r: dict, advice) -> str:
       ),
     ]
     lines += collective_lines(r.get("collectives", {}), r.get("unknown_loops", 0))
+    lines += [
+      f"    {s['kind']} at {s['source']}: {s['runs']} runs, {fb(s['bytes'])}" for s in r.get("collective_sources", [])
+    ]
   else:
     lines.append("not compiled (--nocompile): the fit below is judged on the analytic memory estimate")
   mem = an["memory"]

@@ -26,6 +26,7 @@ from flax import nnx
 
 from genenv_jax.models.runtime import mesh_context, model_mesh, place_batch
 from genenv_jax.models.transformer import KV_CACHE_KINDS, Transformer, init_cache
+from genenv_jax.parallel.sharding import gather_over_fsdp
 
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
@@ -160,9 +161,12 @@ def sample_token(logits: jax.Array, key: jax.Array, params: SamplingParams) -> t
   return token, _kept_logprob(tempered, policy, token)
 
 
-def prefill(model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, cache: dict) -> tuple[jax.Array, dict]:
-  """Runs the prompt through the model into the cache; returns the last position's logits [B, V] and the cache."""
-  logits, cache = model(prompt_ids, prompt_mask, cache=cache, logits_from=-1)
+def prefill(
+  model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, cache: dict, empty_cache: bool = True
+) -> tuple[jax.Array, dict]:
+  """Runs the prompt through the model into the cache; returns the last position's logits [B, V] and the cache.
+  `empty_cache` (static): the cache holds nothing yet (init_cache's), so the prompt attends to its own keys."""
+  logits, cache = model(prompt_ids, prompt_mask, cache=cache, logits_from=-1, empty_cache=empty_cache)
   return logits[:, -1, :], cache
 
 
@@ -245,10 +249,17 @@ def decode(
   return SampleOutput(tokens, logprobs, mask), cache
 
 
+def _gathered(model: Transformer) -> Transformer:
+  graphdef, state = nnx.split(model)
+  return nnx.merge(graphdef, gather_over_fsdp(state))
+
+
 def sample(
   model: Transformer, prompt_ids: jax.Array, prompt_mask: jax.Array, key: jax.Array, params: SamplingParams
 ) -> SampleOutput:
-  """Prefill plus decode in one traceable function, for use inside a larger jitted program (the co-evolution step)."""
+  """Prefill plus decode in one traceable function, for use inside a larger jitted program (the co-evolution step).
+  The weights are gathered over fsdp once, before both (`gather_over_fsdp`)."""
+  model = _gathered(model)
   cache_length = prompt_ids.shape[1] + params.max_new_tokens
   if params.prefill_rows and params.prefill_rows < prompt_ids.shape[0]:
     last_logits, cache = prefill_in_row_chunks(
@@ -265,12 +276,12 @@ def sample(
 
 @functools.partial(jax.jit, static_argnums=0, donate_argnums=4)
 def _prefill_jit(graphdef, state, prompt_ids, prompt_mask, cache):
-  return prefill(nnx.merge(graphdef, state), prompt_ids, prompt_mask, cache)
+  return prefill(nnx.merge(graphdef, gather_over_fsdp(state)), prompt_ids, prompt_mask, cache)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 5), donate_argnums=3)
 def _decode_jit(graphdef, state, last_logits, cache, key, params):
-  return decode(nnx.merge(graphdef, state), last_logits, cache, key, params)
+  return decode(nnx.merge(graphdef, gather_over_fsdp(state)), last_logits, cache, key, params)
 
 
 def bucket_length(length: int, buckets: Sequence[int]) -> int:

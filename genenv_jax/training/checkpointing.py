@@ -278,6 +278,7 @@ class Checkpointer:
       try:
         with contextlib.nullcontext() if verbose else faults.quiet_restore_attempt(captured.append):
           state, metadata = self.restore(step, abstract_state)
+        sys.stderr.write("".join(captured))  # a restore that succeeds keeps what it printed (orbax's own warnings)
         return step, state, metadata
       except Exception as e:  # pylint: disable=broad-except  (orbax raises many kinds for a damaged step)
         reason = faults.error_reason(e)

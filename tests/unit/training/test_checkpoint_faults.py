@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import glob
+import logging
 import re
 import shutil
 import time
@@ -146,3 +147,16 @@ def test_error_reason_drops_the_tensorstore_spec():
 
 def test_an_intact_step_describes_as_the_error_reason(saved):
   assert F.describe_damage(str(saved / "2"), KeyError("x")) == "KeyError: 'x'"
+
+
+def test_a_restore_that_succeeds_keeps_what_it_printed(saved, capfd, monkeypatch):
+  real = Checkpointer.restore
+
+  def restore(self, *args, **kwargs):
+    logging.getLogger("orbax-test").warning("a warning of orbax's own")
+    return real(self, *args, **kwargs)
+
+  monkeypatch.setattr(Checkpointer, "restore", restore)
+  with Checkpointer(saved, save_every=1) as checkpointer:
+    assert checkpointer.restore_newest_intact(abstract_of(make_state(0)), warn=print)[0] == 2
+  assert "a warning of orbax's own" in capfd.readouterr().err

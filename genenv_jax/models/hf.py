@@ -3,7 +3,8 @@
 Loading streams one tensor at a time from memory-mapped safetensors and places each with its target NamedSharding via
 jax.make_array_from_callback, so a process only materialises the slices its own devices hold. Both transformers 4 and
 5 config spellings are read (`rope_theta` / `rope_scaling` versus `rope_parameters`; `torch_dtype` versus `dtype`).
-Exporting writes a directory that transformers' `from_pretrained` loads.
+Exporting writes a directory that transformers' `from_pretrained` loads. A checkpoint is read from a local directory,
+a hub id (through the hub cache) or a URL such as gs:// (`genenv_jax.models.sources`).
 
 Tensor layout: HF Linear weights are [out, in]; ours are [in, ...] with heads split out (q: [embed, heads, head_dim],
 o: [heads, head_dim, embed]), so every conversion is a transpose plus a reshape.
@@ -21,7 +22,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from genenv_jax.models import safetensors_io
+from genenv_jax.models import safetensors_io, sources
 from genenv_jax.models.config import ModelConfig, to_dtype
 from genenv_jax.models.transformer import Transformer
 from genenv_jax.parallel import sharding as shd
@@ -32,17 +33,35 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 
 def read_hf_config(directory: str | os.PathLike, dtype: str = "float32", remat: bool = False) -> ModelConfig:
-  """Parses config.json into a ModelConfig, with a clear error for anything this decoder does not implement."""
-  directory = pathlib.Path(directory)
-  if not directory.is_dir():
-    raise FileNotFoundError(f"HF checkpoint directory {directory} does not exist")
-  path = directory / "config.json"
-  if not path.exists():
+  """Parses config.json into a ModelConfig, with a clear error for anything this decoder does not implement.
+
+  `directory` is a local directory, a hub id or a URL (`genenv_jax.models.sources`)."""
+  return _parse_hf_config(*_read_config_json(directory), dtype=dtype, remat=remat)
+
+
+def _read_config_json(directory: str | os.PathLike) -> tuple[str, dict[str, Any]]:
+  """(the config.json's path or URL, its JSON object) of the checkpoint `directory` (resolved: `sources.resolve`)."""
+  where = sources.resolve(directory, "HF checkpoint directory")
+  if sources.is_url(where):
+    fs, root = sources.filesystem(where)
+    path, exists = f"{where.rstrip('/')}/config.json", fs.isfile(f"{root.rstrip('/')}/config.json")
+    read = lambda: fs.cat_file(f"{root.rstrip('/')}/config.json").decode("utf-8")  # noqa: E731
+  else:
+    if not os.path.isdir(where):
+      raise FileNotFoundError(f"HF checkpoint directory {where} does not exist (a file of that name does)")
+    path, exists = os.path.join(where, "config.json"), os.path.isfile(os.path.join(where, "config.json"))
+    read = lambda: pathlib.Path(path).read_text()  # noqa: E731
+  if not exists:
     raise FileNotFoundError(f"{path} not found: an HF checkpoint directory needs config.json beside its weights")
   try:
-    raw = json.loads(path.read_text())
+    raw = json.loads(read())
   except json.JSONDecodeError as e:
     raise ValueError(f"{path} is not valid JSON: {e}") from None
+  return path, raw
+
+
+def _parse_hf_config(path: str, raw: Any, dtype: str, remat: bool) -> ModelConfig:
+  """The ModelConfig of a config.json's contents `raw`, read from `path` (named in errors)."""
   if not isinstance(raw, dict):
     raise ValueError(f"{path} must hold a JSON object, got {type(raw).__name__}")
   architectures = raw.get("architectures") or []
@@ -181,12 +200,13 @@ def abstract_model(config: ModelConfig) -> tuple[nnx.GraphDef, nnx.State]:
 def load_hf(
   directory: str | os.PathLike, dtype: str = "float32", mesh: Mesh | None = None, remat: bool = False
 ) -> Transformer:
-  """Loads an HF Llama/Qwen2 checkpoint directory into a Transformer, each tensor placed with its sharding.
+  """Loads an HF Llama/Qwen2 checkpoint into a Transformer, each tensor placed with its sharding.
 
-  Without a mesh, parameters go to the first device. Raises a ValueError naming missing, unexpected or misshapen
-  tensors.
+  `directory` is a local directory, a hub id (`Qwen/Qwen2.5-7B-Instruct`, through the hub cache) or a URL
+  (`gs://bucket/dir`, streamed per tensor); see `genenv_jax.models.sources`. Without a mesh, parameters go to the first
+  device. Raises a ValueError naming missing, unexpected or misshapen tensors.
   """
-  directory = pathlib.Path(directory)
+  directory = sources.resolve(directory, "HF checkpoint directory")
   config = read_hf_config(directory, dtype=dtype, remat=remat)
   tensors = safetensors_io.open_checkpoint(directory)
   graphdef, abstract_state = abstract_model(config)

@@ -3,7 +3,8 @@
 The format (huggingface/safetensors docs): an 8-byte little-endian header size N, then N bytes of JSON mapping each
 tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets relative to the end of the header), plus an
 optional "__metadata__" dict of strings; then the raw little-endian tensor bytes. bfloat16 maps to ml_dtypes.bfloat16,
-so no framework is needed and tensors are read lazily from the page cache.
+so no framework is needed and tensors are read lazily from the page cache. Reading also takes a URL (gs://, s3://,
+memory://): the header once, then one byte-range read per tensor. Writing is local.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Iterator, Mapping
 
 import ml_dtypes
 import numpy as np
+
+from genenv_jax.models import sources
 
 _DTYPES = {
   "F64": np.dtype(np.float64),
@@ -36,25 +39,36 @@ SINGLE_FILE = "model.safetensors"
 
 
 class SafetensorsFile:
-  """A memory-mapped safetensors file; `get(name)` returns a read-only numpy view without copying."""
+  """A safetensors file; `get(name)` returns one tensor as a read-only numpy array.
+
+  A local file is memory-mapped (`get` returns a view, without copying); a URL (gs://, memory://, see
+  `genenv_jax.models.sources`) is read through fsspec, the header once and then each tensor by one byte-range read,
+  so a process holds one tensor at a time, not the file.
+  """
 
   def __init__(self, path: str | os.PathLike):
-    self.path = pathlib.Path(path)
-    with open(self.path, "rb") as f:
-      raw = f.read(8)
-      if len(raw) != 8:
-        raise ValueError(f"{self.path} is not a safetensors file (shorter than its 8-byte header size)")
-      (size,) = struct.unpack("<Q", raw)
+    remote = sources.is_url(path)
+    self.path = os.fspath(path) if remote else pathlib.Path(path)
+    if remote:
+      fs, root = sources.filesystem(self.path)
+      file_bytes = int(fs.size(root))
+      self._read = lambda offset, n: fs.cat_file(root, start=offset, end=offset + n)
+    else:
       file_bytes = os.path.getsize(self.path)
-      if 8 + size > file_bytes:
-        raise ValueError(
-          f"{self.path}: the safetensors header claims {size} bytes but the file has only {file_bytes - 8} after its "
-          "size field (a truncated or corrupt file: copy or export it again)"
-        )
-      try:
-        header = json.loads(f.read(size))
-      except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{self.path} has a corrupt safetensors header: {e}") from None
+      self._read = lambda offset, n: _read_local(self.path, offset, n)
+    raw = self._read(0, 8)
+    if len(raw) != 8:
+      raise ValueError(f"{self.path} is not a safetensors file (shorter than its 8-byte header size)")
+    (size,) = struct.unpack("<Q", raw)
+    if 8 + size > file_bytes:
+      raise ValueError(
+        f"{self.path}: the safetensors header claims {size} bytes but the file has only {file_bytes - 8} after its "
+        "size field (a truncated or corrupt file: copy or export it again)"
+      )
+    try:
+      header = json.loads(self._read(8, size))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+      raise ValueError(f"{self.path} has a corrupt safetensors header: {e}") from None
     if not isinstance(header, dict):
       raise ValueError(f"{self.path} has a corrupt safetensors header: a JSON {type(header).__name__}, not an object")
     self.metadata = header.pop("__metadata__", {}) or {}
@@ -62,7 +76,7 @@ class SafetensorsFile:
     self._data_start = 8 + size
     for name in header:
       self._check_extent(name, file_bytes)
-    self._map = np.memmap(self.path, dtype=np.uint8, mode="r") if file_bytes > 0 else None
+    self._map = np.memmap(self.path, dtype=np.uint8, mode="r") if file_bytes > 0 and not remote else None
 
   def _check_extent(self, name: str, file_bytes: int) -> None:
     """The tensor's entry is well formed, its byte range matches its dtype and shape, and the file holds it all."""
@@ -100,36 +114,59 @@ class SafetensorsFile:
       raise ValueError(f"{self.path}: tensor {name!r} has unsupported dtype {info['dtype']}")
     begin, end = info["data_offsets"]
     dtype = _DTYPES[info["dtype"]]
-    raw = self._map[self._data_start + begin : self._data_start + end]
+    if self._map is not None:
+      raw = self._map[self._data_start + begin : self._data_start + end]
+    else:
+      raw = np.frombuffer(self._read(self._data_start + begin, end - begin), dtype=np.uint8)
     return raw.view(dtype).reshape(info["shape"])
 
 
+def _read_local(path: pathlib.Path, offset: int, n: int) -> bytes:
+  with open(path, "rb") as f:
+    f.seek(offset)
+    return f.read(n)
+
+
 def open_checkpoint(directory: str | os.PathLike) -> dict[str, SafetensorsFile]:
-  """Tensor name -> the file holding it, from `model.safetensors.index.json` or every `*.safetensors` in the dir."""
-  directory = pathlib.Path(directory)
-  index_path = directory / INDEX_FILE
-  if index_path.exists():
+  """Tensor name -> the file holding it, from `model.safetensors.index.json` or every `*.safetensors` in the dir.
+
+  `directory` is a local path or a URL (gs://, memory://; `genenv_jax.models.sources`)."""
+  remote = sources.is_url(directory)
+  text = os.fspath(directory).rstrip("/")
+  if remote:
+    fs, root = sources.filesystem(text)
+    join = lambda name: f"{text}/{name}"  # noqa: E731
+    exists = lambda name: fs.exists(f"{root}/{name}")  # noqa: E731
+    read_text = lambda name: fs.cat_file(f"{root}/{name}").decode("utf-8")  # noqa: E731
+    listing = sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.glob(f"{root}/*.safetensors"))
+  else:
+    path = pathlib.Path(directory)
+    join = lambda name: path / name  # noqa: E731
+    exists = lambda name: (path / name).exists()  # noqa: E731
+    read_text = lambda name: (path / name).read_text()  # noqa: E731
+    listing = sorted(p.name for p in path.glob("*.safetensors"))
+  index_path = join(INDEX_FILE)
+  if exists(INDEX_FILE):
     try:
-      weight_map = json.loads(index_path.read_text())["weight_map"]
+      weight_map = json.loads(read_text(INDEX_FILE))["weight_map"]
     except (json.JSONDecodeError, KeyError) as e:
       raise ValueError(f"{index_path} is not a valid safetensors index (needs a 'weight_map'): {e}") from None
-    files = {name: directory / name for name in set(weight_map.values())}
-    missing = [str(p) for p in files.values() if not p.exists()]
+    files = set(weight_map.values())
+    missing = [str(join(name)) for name in sorted(files) if not exists(name)]
     if missing:
       raise FileNotFoundError(f"{index_path} names shard files that are missing: {missing}")
-    opened = {name: SafetensorsFile(p) for name, p in files.items()}
+    opened = {name: SafetensorsFile(join(name)) for name in files}
     return {tensor: opened[file] for tensor, file in weight_map.items()}
-  paths = sorted(directory.glob("*.safetensors"))
-  if not paths:
+  if not listing:
     raise FileNotFoundError(
       f"no *.safetensors weights in {directory}; save the model with safetensors "
       "(transformers' save_pretrained does by default)"
     )
   table: dict[str, SafetensorsFile] = {}
-  for p in paths:
-    f = SafetensorsFile(p)
-    for name in f.keys():
-      table[name] = f
+  for name in listing:
+    f = SafetensorsFile(join(name))
+    for tensor in f.keys():
+      table[tensor] = f
   return table
 
 

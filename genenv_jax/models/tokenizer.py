@@ -26,6 +26,8 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
+from genenv_jax.models import sources
+
 Message = Mapping[str, str]  # {"role": ..., "content": ...}, as in genenv_jax.tasks.benchmark
 Truncation = Literal["error", "left", "right"]
 
@@ -356,15 +358,17 @@ class SentencePieceTokenizer(Tokenizer):
 def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Tokenizer:
   """The tokenizer at `path` (None: the shipped arithmetic model, `default_tokenizer_path()`).
 
+  `path` is local, a hub id (`Qwen/Qwen2.5-7B-Instruct`: its tokenizer files through the hub cache) or a URL
+  (`gs://bucket/dir`: its tokenizer files are copied to a local temporary directory); see `genenv_jax.models.sources`.
   A directory with tokenizer.json or tokenizer_config.json -> `HFTokenizer`; a `.model` file, or a directory holding
   exactly one `.model` file -> `SentencePieceTokenizer`. Anything else raises FileNotFoundError or ValueError naming
   the path.
   """
-  path = default_tokenizer_path() if path is None else pathlib.Path(path)
-  if not path.exists():
-    raise FileNotFoundError(
-      f"tokenizer path {path} does not exist; pass an HF tokenizer directory or a sentencepiece .model file"
-    )
+  if path is None:
+    path = default_tokenizer_path()
+  else:
+    where = sources.resolve(path, "tokenizer path", files=sources.TOKENIZER_FILES)
+    path = pathlib.Path(sources.local_copy(where) if sources.is_url(where) else where)
   if path.is_dir():
     if any((path / name).is_file() for name in _HF_FILES):
       return HFTokenizer(path)

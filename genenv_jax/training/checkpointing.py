@@ -30,7 +30,6 @@ Storage" otherwise). So install gcsfs on TPU VMs that checkpoint to a bucket.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import logging
 import os
@@ -38,6 +37,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import types
 from typing import Any, Mapping, Sequence
 
@@ -46,6 +46,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 from jax.experimental import multihost_utils
+
+from genenv_jax.training import checkpoint_faults as faults
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +132,14 @@ def _check_json(metadata: Mapping[str, Any]) -> dict[str, Any]:
   return dict(metadata)
 
 
+def fault_log_path(directory: str) -> str:
+  """Where the full errors of damaged checkpoints in `directory` go: logs/faults.log beside it (WORKDIR/logs/faults.log
+  for a run's WORKDIR/checkpoints)."""
+  if "://" in directory:
+    return f"{directory.rstrip('/').rsplit('/', 1)[0]}/logs/faults.log"
+  return os.path.join(os.path.dirname(os.path.abspath(directory)), "logs", "faults.log")
+
+
 class CheckpointError(FileNotFoundError):
   """No checkpoint in the directory restores; the message names the directory and what to do."""
 
@@ -138,56 +148,17 @@ class ResumeError(ValueError):
   """A workdir that cannot be resumed with this config (changed keys, other shapes); the message says what to do."""
 
 
-def _is_closed_loop_callback(error: BaseException | None) -> bool:
-  return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
-
-
-def _drop_closed_loop_callbacks() -> None:
-  """After a failed restore, tensorstore still completes the reads orbax abandoned, and each completion calls back
-  into orbax's event loop, already closed: Python prints a 6-line traceback per array (through sys.excepthook or
-  sys.unraisablehook, from tensorstore's threads). Those reports, and only those, are dropped from then on."""
-  if getattr(sys.excepthook, "_drops_closed_loop", False):
-    return
-  excepthook, unraisablehook = sys.excepthook, sys.unraisablehook
-
-  def on_exception(kind, value, tb):
-    if not _is_closed_loop_callback(value):
-      excepthook(kind, value, tb)
-
-  def on_unraisable(report):
-    if not _is_closed_loop_callback(report.exc_value):
-      unraisablehook(report)
-
-  on_exception._drops_closed_loop = True
-  sys.excepthook, sys.unraisablehook = on_exception, on_unraisable
-
-
-@contextlib.contextmanager
-def _quiet_failed_reads():
-  """Silences asyncio's "Future exception was never retrieved" reports of a failed restore: orbax reads every array
-  concurrently, and each read of a damaged step leaves a failed future whose whole tensorstore spec asyncio logs
-  when it is collected (hundreds of lines). The restore's own exception still propagates."""
-  _drop_closed_loop_callbacks()
-  asyncio_logger = logging.getLogger("asyncio")
-  level = asyncio_logger.level
-  asyncio_logger.setLevel(logging.CRITICAL)
-  try:
-    yield
-  finally:
-    gc.collect()  # the failed futures are collected (and would report) here, while the logger is quiet
-    asyncio_logger.setLevel(level)
-
-
-def _first_line(error: BaseException) -> str:
-  """The first sentence of the error's first line, at most 200 characters (orbax appends advice and specs)."""
-  text = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
-  text = text.split(". ")[0].rstrip(":")
-  return f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
-
-
-def _is_shape_mismatch(reason: str) -> bool:
-  """orbax 0.12.8's errors for a target of other shapes or another tree structure than the saved state."""
-  return "not compatible with the stored shape" in reason or "tree structures do not match" in reason
+def _is_shape_mismatch(error: BaseException) -> bool:
+  """orbax 0.12.8's errors for a target of other shapes or another tree structure than the saved state, anywhere in
+  the error's chain of causes."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    text = str(error)
+    if "not compatible with the stored shape" in text or "tree structures do not match" in text:
+      return True
+    error = error.__cause__ or error.__context__
+  return False
 
 
 class Checkpointer:
@@ -281,39 +252,60 @@ class Checkpointer:
     restored = self._manager.restore(int(step), args=ocp.args.Composite(**{_METADATA: ocp.args.JsonRestore()}))
     return dict(restored[_METADATA] or {})
 
-  def restore_newest_intact(self, abstract_state: Any, warn=logger.warning) -> tuple[int, Any, dict[str, Any]]:
+  def restore_newest_intact(
+    self, abstract_state: Any, warn=logger.warning, *, fault_log: str | None = None, verbose: bool = False
+  ) -> tuple[int, Any, dict[str, Any]]:
     """(step, state, metadata) of the newest checkpoint that restores, newest first.
 
-    A corrupt or incomplete step is named in one `warn` line and skipped. A checkpoint that restores nowhere because
-    its arrays do not fit `abstract_state` (another model shape) raises ResumeError at once: an older step would not
-    fit either. No intact step at all raises CheckpointError naming the directory and what to do.
+    A damaged or incomplete step is named in one `warn` line (the step, the cause: a missing or truncated array file,
+    an undecodable manifest, a metadata file that is not JSON, or the reason tensorstore gives), moved aside and
+    skipped. Its full error, with all that orbax printed and logged while trying it, goes to `fault_log` (default
+    `fault_log_path(self.directory)`, WORKDIR/logs/faults.log for WORKDIR/checkpoints), not to the console; with
+    `verbose` (the CLI's --verbosity=1) orbax's output reaches the console and the traceback is printed as well.
+
+    A checkpoint that restores nowhere because its arrays do not fit `abstract_state` (another model shape) raises
+    ResumeError at once: an older step would not fit either. No intact step at all raises CheckpointError naming the
+    directory and what to do.
     """
     steps = self.all_steps()
     if not steps:
       raise FileNotFoundError(f"no checkpoint to restore in {self.directory}")
+    log_path = fault_log or fault_log_path(self.directory)
+    faults.route_late_reports(log_path)  # before the first attempt: its failed reads report from then on
     failures = []
     for step in reversed(steps):
+      captured: list[str] = []
       try:
-        with _quiet_failed_reads():
+        with contextlib.nullcontext() if verbose else faults.quiet_restore_attempt(captured.append):
           state, metadata = self.restore(step, abstract_state)
+        sys.stderr.write("".join(captured))  # a restore that succeeds keeps what it printed (orbax's own warnings)
         return step, state, metadata
       except Exception as e:  # pylint: disable=broad-except  (orbax raises many kinds for a damaged step)
-        reason = _first_line(e)
-        if _is_shape_mismatch(reason):
+        reason = faults.error_reason(e)
+        if _is_shape_mismatch(e):
           raise ResumeError(
             f"the checkpoint at step {step} in {self.directory} holds a state of other shapes than the model this "
             f"config builds ({reason}); resume with the config it was saved with, or start a new --workdir"
           ) from None
+        cause = faults.describe_damage(self._step_dir(step), e)
+        faults.append_to_log(log_path, faults.fault_record(step, self.directory, cause, e, "".join(captured)))
+        if verbose:
+          traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
         failures.append(step)
         where = self._set_aside(step)
         warn(
-          f"checkpoint at step {step} in {self.directory} is corrupt or incomplete ({reason}); moved to {where}, "
-          "trying an older one"
+          f"checkpoint at step {step} in {self.directory} is damaged: {cause}; moved to {where}, trying an older one "
+          f"(full error in {log_path})"
         )
     raise CheckpointError(
-      f"no intact checkpoint in {self.directory} (steps {failures} all failed to restore); move the directory aside "
-      "to start the run over, or give a new --workdir"
+      f"no intact checkpoint in {self.directory} (steps {failures} all failed to restore; details in {log_path}); "
+      "move the directory aside to start the run over, or give a new --workdir"
     )
+
+  def _step_dir(self, step: int) -> str:
+    if "://" in self.directory:
+      return f"{self.directory.rstrip('/')}/{step}"
+    return os.path.join(self.directory, str(step))
 
   def _set_aside(self, step: int) -> str:
     """Takes a damaged step out of the manager's view, so the resumed run can write that step again: a local one is

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from absl import logging as absl_logging
 
 from genenv_jax.coevolution.build import Run, build
 from genenv_jax.coevolution.step import CoevolutionState
@@ -416,7 +417,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
 
   Before anything is built: the config is validated (config_checks.ConfigError), the workdir must be writable
   (PermissionError), and a resumed run's config must match the saved one (ResumeError; see RESUMABLE_CHANGES).
-  Resuming takes the newest intact checkpoint (a corrupt or incomplete one is named in one warning and skipped), or
+  Resuming takes the newest intact checkpoint (a damaged one is named in one warning line and skipped), or
   continues an interrupted warm start. SIGTERM at any point leaves a workdir that resumes.
   """
   validate_config(config)
@@ -436,7 +437,10 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
   eval_fn = jax.jit(run.coevolution.heldout_rewards)
   latest = None
   if saved_steps:
-    latest, state, _ = checkpointer.restore_newest_intact(state, warn=log)
+    # a damaged step: one warning line; its full error goes to WORKDIR/logs/faults.log (the console with --verbosity=1)
+    latest, state, _ = checkpointer.restore_newest_intact(
+      state, warn=log, fault_log=workdir_path(workdir, "logs/faults.log"), verbose=absl_logging.get_verbosity() >= 1
+    )
     log(f"resumed from the checkpoint at step {latest} in {checkpointer.directory}")
   summary = Summary(summary_path, config, latest, changes)
   writer = MetricsWriter(workdir_path(workdir, "tensorboard"))  # process 0 writes; a remote logdir is synced

@@ -5,13 +5,17 @@ resumed run equal, bit for bit, to an uninterrupted one."""
 import glob
 import json
 import os
+import pathlib
 import signal
+import subprocess
+import sys
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
-from coevolution_configs import tiny_config
+from checkpoint_damage import random_bytes
+from coevolution_configs import tiny_config, tiny_flags
 
 from genenv_jax.coevolution.build import build
 from genenv_jax.training.checkpointing import Checkpointer, CheckpointError, ResumeError
@@ -49,8 +53,9 @@ def test_a_corrupt_latest_checkpoint_is_named_and_the_run_resumes_from_the_newes
   corrupt(tmp_path, 4)
   lines = []
   summary = train(tiny_config(**CONFIG), str(tmp_path), log=lines.append)
-  warnings = [line for line in lines if "corrupt or incomplete" in line]
+  warnings = [line for line in lines if " is damaged: " in line]
   assert len(warnings) == 1 and "checkpoint at step 4" in warnings[0], lines
+  assert "state/manifest.ocdbt" in warnings[0] and str(tmp_path / "logs" / "faults.log") in warnings[0]
   assert any("resumed from the checkpoint at step 2" in line for line in lines)
   assert summary["final_step"] == 4
   assert_same(final_state(tmp_path, tiny_config(**CONFIG)), straight)
@@ -59,6 +64,33 @@ def test_a_corrupt_latest_checkpoint_is_named_and_the_run_resumes_from_the_newes
     corrupt(tmp_path, step)
   with pytest.raises(CheckpointError, match=r"no intact checkpoint in .*checkpoints.* give a new --workdir"):
     train(tiny_config(**CONFIG), str(tmp_path), log=lambda *_: None)
+
+
+def test_the_cli_resumes_over_random_bytes_in_array_files_in_under_40_lines(tmp_path, straight):
+  """The run of issue 34: random bytes over the three largest array files of the latest checkpoint printed 273,531
+  characters (tensorstore specs, orbax's logging) before it resumed."""
+  train(tiny_config(**CONFIG), str(tmp_path), log=lambda *_: None)
+  random_bytes(str(tmp_path / "checkpoints" / "4"))
+  repo = pathlib.Path(__file__).resolve().parents[3]
+  result = subprocess.run(
+    [sys.executable, "-m", "genenv_jax.main", *tiny_flags(**CONFIG), f"--workdir={tmp_path}"],
+    cwd=repo,
+    env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  output = result.stdout + result.stderr
+  lines = output.splitlines()
+  assert result.returncode == 0, output[-3000:]
+  assert len(lines) < 40 and "'driver'" not in output and "Traceback" not in output, output[:3000]
+  [warning] = [line for line in lines if "is damaged" in line]
+  assert warning.startswith(f"checkpoint at step 4 in {tmp_path}/checkpoints is damaged: array ")
+  assert "does not decode: ZSTD_decompressStream() failed" in warning
+  assert f"{tmp_path}/logs/faults.log" in warning
+  assert f"resumed from the checkpoint at step 2 in {tmp_path}/checkpoints" in lines
+  assert "Traceback (most recent call last)" in (tmp_path / "logs" / "faults.log").read_text()
+  assert_same(final_state(tmp_path, tiny_config(**CONFIG)), straight)
 
 
 def test_resuming_with_a_changed_config_is_refused_with_a_diff_unless_allowed(tmp_path):

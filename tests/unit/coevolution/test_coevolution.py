@@ -149,7 +149,7 @@ class MalformedEnv(Coevolution):
   def generate_tasks(self, env_params, seeds, key):
     prompts, out, _ = super().generate_tasks(env_params, seeds, key)
     n, length = out.tokens.shape
-    eos = self.settings.env_sampling.eos_ids[0]
+    eos = self.settings.env.sampling.eos_ids[0]
     random_ids = jax.random.randint(jax.random.key(7), (n, length), 0, 512)
     kind = jnp.arange(n) % 3
     tokens = jnp.where((kind == 0)[:, None], random_ids, jnp.where((kind == 1)[:, None], eos, 5))
@@ -196,9 +196,9 @@ def test_ablations_run(overrides):
 
 
 def test_bad_settings_are_rejected():
-  with pytest.raises(ValueError, match="mode 'nonsense'"):
+  with pytest.raises(ValueError, match="mode = 'nonsense': must be one of 'coevolve', 'static', 'grpo'"):
     build(tiny_config(mode="nonsense"), devices=jax.devices()[:1])
-  with pytest.raises(ValueError, match="env_samples_per_seed >= 2"):
+  with pytest.raises(ValueError, match="env.samples_per_seed = 1: the 'pg' objective needs >= 2"):
     build(tiny_config(**{"env.objective": "pg"}), devices=jax.devices()[:1])
 
 
@@ -255,3 +255,14 @@ def test_d_env_admits_the_tasks_kept_in_the_band_or_every_valid_one(admits):
   generated = int(state.env_pool.valid.sum()) - config.domain.num_seeds
   assert generated == (kept if admits == "band" else fresh)
   assert int(state.train_pool.valid.sum()) - config.domain.num_seeds == fresh  # D_train takes every valid task
+
+
+def test_examples_are_spread_over_p_hat_from_lowest_to_highest():
+  from genenv_jax.coevolution.step import examples_across_p_hat
+
+  p_hat = jnp.asarray([0.5, 0.1, 0.9, 0.3, 0.7, 0.0, 1.0, 0.2])
+  valid = jnp.asarray([True, True, True, True, True, False, True, True])
+  picked = np.asarray(p_hat[examples_across_p_hat(p_hat, valid, 4)])
+  np.testing.assert_allclose(picked, [0.1, 0.3, 0.7, 1.0])  # lowest valid, highest, evenly between; never the invalid
+  few = examples_across_p_hat(p_hat, jnp.arange(8) < 2, 4)  # two valid: both, then invalid ones
+  assert set(np.asarray(few[:2]).tolist()) == {0, 1} and len(few) == 4

@@ -350,25 +350,14 @@ class Coevolution:
     s = self.settings
     key, k_seed, k_env, k_replay, k_agent = jax.random.split(jax.random.wrap_key_data(state.rng), 5)
     out = {"key": key, "k_env": k_env, "k_agent": k_agent, "env_pool": state.env_pool, "train_pool": state.train_pool}
+    draw = functools.partial(pools.sample, step=state.step, new_window=s.pools.new_window)
     if s.num_fresh:
-      seeds, _, out["env_pool"] = pools.sample(
-        state.env_pool,
-        k_seed,
-        s.env.num_seeds,
-        step=state.step,
-        mix=s.pools.env_seed_mix,
-        new_window=s.pools.new_window,
-      )
+      seeds, _, out["env_pool"] = draw(state.env_pool, k_seed, s.env.num_seeds, mix=s.pools.env_seed_mix)
       out["seeds"] = {**seeds, "known": seeds["valid"] & ~seeds["is_seed"]}
       out["seed_valid"] = jnp.repeat(seeds["valid"], s.env.samples_per_seed)
     if s.pools.num_replay:
-      out["replay"], out["replay_idx"], out["train_pool"] = pools.sample(
-        state.train_pool,
-        k_replay,
-        s.pools.num_replay,
-        step=state.step,
-        mix=s.pools.replay_mix,
-        new_window=s.pools.new_window,
+      out["replay"], out["replay_idx"], out["train_pool"] = draw(
+        state.train_pool, k_replay, s.pools.num_replay, mix=s.pools.replay_mix
       )
     return out
 

@@ -171,8 +171,15 @@ def test_malformed_env_output_is_counted_and_never_crashes():
 
 
 def test_non_finite_update_is_skipped_and_counted():
-  config = tiny_config(mode="grpo", **{"agent.optimizer.lr": float("nan")})  # replayed seeds: every mini-batch learns
-  _, state, history, _ = run_steps(config, 2, devices=jax.devices()[:1])
+  from genenv_jax.rl.updates import make_optimizer
+
+  class NanLearningRate(Coevolution):  # a NaN lr is refused by the settings: the optimizer is swapped in after them
+    def __init__(self, agent_graphdef, env_graphdef, domain, _, env_optimizer, settings):
+      nan = make_optimizer(float("nan"), 0.0, 1.0, eps=1e-8, warmup_steps=10)
+      super().__init__(agent_graphdef, env_graphdef, domain, nan, env_optimizer, settings)
+
+  config = tiny_config(mode="grpo")  # replayed seeds: every mini-batch learns
+  _, state, history, _ = run_steps(config, 2, devices=jax.devices()[:1], coevolution_cls=NanLearningRate)
   assert int(state.skipped_agent) == 2 * config.agent.grpo.minibatches
   ref = build(config, devices=jax.devices()[:1])[1]
   jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), state.agent, ref.agent)

@@ -170,16 +170,21 @@ def test_malformed_env_output_is_counted_and_never_crashes():
   assert int(state.train_pool.valid.sum()) == 64 and int(state.env_pool.valid.sum()) == 64
 
 
-def test_non_finite_update_is_skipped_and_counted():
+def agent_lr(lr: float) -> type:
+  """A Coevolution whose agent learns at `lr`, which the settings refuse (0, NaN): swapped in after them."""
   from genenv_jax.rl.updates import make_optimizer
 
-  class NanLearningRate(Coevolution):  # a NaN lr is refused by the settings: the optimizer is swapped in after them
+  class AgentLearningRate(Coevolution):
     def __init__(self, agent_graphdef, env_graphdef, domain, _, env_optimizer, settings):
-      nan = make_optimizer(float("nan"), 0.0, 1.0, eps=1e-8, warmup_steps=10)
-      super().__init__(agent_graphdef, env_graphdef, domain, nan, env_optimizer, settings)
+      optimizer = make_optimizer(lr, 0.0, 1.0, eps=1e-8, warmup_steps=10)
+      super().__init__(agent_graphdef, env_graphdef, domain, optimizer, env_optimizer, settings)
 
+  return AgentLearningRate
+
+
+def test_non_finite_update_is_skipped_and_counted():
   config = tiny_config(mode="grpo")  # replayed seeds: every mini-batch learns
-  _, state, history, _ = run_steps(config, 2, devices=jax.devices()[:1], coevolution_cls=NanLearningRate)
+  _, state, history, _ = run_steps(config, 2, devices=jax.devices()[:1], coevolution_cls=agent_lr(float("nan")))
   assert int(state.skipped_agent) == 2 * config.agent.grpo.minibatches
   ref = build(config, devices=jax.devices()[:1])[1]
   jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), state.agent, ref.agent)
@@ -222,10 +227,9 @@ def test_reference_per_minibatch_under_remat_at_the_sampling_temperature():
       "agent.grpo.minibatches": 2,
       "agent.sampling.temperature": 0.7,
       "agent.logprob_chunk": 2,
-      "agent.optimizer.lr": 0.0,
     }
   )
-  _, state, history, _ = run_steps(config, 1, devices=jax.devices()[:1])
+  _, state, history, _ = run_steps(config, 1, devices=jax.devices()[:1], coevolution_cls=agent_lr(0.0))
   m = history[0]
   assert float(m["agent/num_tokens"]) > 0
   np.testing.assert_allclose(float(m["agent/ratio_mean"]), 1.0, atol=1e-5)  # T = 1 scoring gives 1.00013 here

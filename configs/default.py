@@ -76,6 +76,15 @@ The end-of-run summary (genenv_jax/reporting/summary_report.py) states whether t
 
 import ml_collections
 
+from genenv_jax.coevolution.settings import (
+  AgentSettings,
+  DomainSettings,
+  EnvSettings,
+  PoolSettings,
+  Settings,
+  to_config,
+)
+
 
 def model_shape(hidden: int, layers: int, heads: int, kv_heads: int, mlp: int) -> dict:
   """The shape fields of a random decoder's config (head_dim = hidden / heads)."""
@@ -121,7 +130,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.eval_every = 25
   c.log_every = 5
   c.max_checkpoints = 2
-  c.mode = "coevolve"  # coevolve | static | grpo
+  c.mode = Settings.mode  # coevolve | static | grpo
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
   c.distributed = False  # call jax.distributed.initialize (multi-host pods)
   c.tokenizer = ""  # empty = the shipped arithmetic sentencepiece model
@@ -147,62 +156,27 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
       agent_answer_len=0,
       env_prompt_len=0,
       env_output_len=0,  # 0 = what the longest task needs
-      success_threshold=0.5,
+      **to_config(DomainSettings()),  # success_threshold
     )
   )
 
-  c.agent = ml_collections.ConfigDict()
+  # The sections the step reads start from the settings' defaults (genenv_jax/coevolution/settings.py, where each is
+  # declared, checked and sourced); this demo changes the values below (module docstring, "Hyper-parameters").
+  c.agent = to_config(AgentSettings())
   c.agent.model = model_config()
-  c.agent.optimizer = ml_collections.ConfigDict(
-    dict(lr=1e-4, weight_decay=0.0, max_grad_norm=1.0, eps=1e-8, warmup_steps=10)
-  )
-  c.agent.sampling = ml_collections.ConfigDict(
-    dict(temperature=1.0, top_k=0, top_p=1.0, prefill_rows=0, kv_cache="auto")
-  )
-  c.agent.logprob_chunk = 512  # response positions per LM-head chunk when scoring log-probs (rl.logprobs)
-  c.agent.grpo = ml_collections.ConfigDict(
-    dict(
-      group_size=10,
-      advantage="grpo",
-      clip_low=0.2,
-      clip_high=0.2,
-      kl_coef=0.05,
-      kl_estimator="k3",
-      entropy_coef=0.0,
-      loss_agg="token-mean",
-      minibatches=1,
-    )
-  )
+  c.agent.optimizer.lr = 1e-4
+  c.agent.grpo.group_size = 10
+  c.agent.grpo.kl_coef = 0.05
 
-  c.env = ml_collections.ConfigDict()
-  c.env.train = True
-  c.env.objective = "rwr"  # rwr | pg
+  c.env = to_config(EnvSettings())
   c.env.model = model_config()
-  c.env.optimizer = ml_collections.ConfigDict(
-    dict(lr=5e-4, weight_decay=0.0, max_grad_norm=1.0, eps=1e-8, warmup_steps=10)
-  )
-  c.env.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0, prefill_rows=0, kv_cache="auto"))
-  c.env.logprob_chunk = 512
+  c.env.optimizer.lr = 5e-4
   c.env.num_seeds = 32
-  c.env.samples_per_seed = 1
-  c.env.curriculum = ml_collections.ConfigDict(dict(alpha=0.5, beta=10.0, k_min=0.1, rwr_lambda=1.0))
-  c.env.kl_coef = 0.001
-  c.env.max_kl = 0.05
-  c.env.kl_cap_mode = "scale"  # skip | scale | sqrt
 
-  c.pools = ml_collections.ConfigDict(
-    dict(
-      train_capacity=8192,
-      env_capacity=4352,  # the 4,096 seeds + the latest 256 tasks that passed the band (module docstring)
-      num_replay=16,
-      replay_mix=(0.5, 0.25, 0.25),
-      env_seed_mix=(1.0, 0.0, 0.0),  # (base, old, new): base seeds only, as GenEnv-Random (module docstring)
-      env_admits="band",  # band: the tasks kept in the α band join D_env (the paper); valid: every valid task
-      new_window=1,
-      keep_seeds=True,
-      static_rounds=8,
-    )
-  )
+  c.pools = to_config(PoolSettings())
+  c.pools.env_capacity = 4352  # the 4,096 seeds + the latest 256 tasks that passed the band (module docstring)
+  c.pools.num_replay = 16
+  c.pools.env_seed_mix = (1.0, 0.0, 0.0)  # (base, old, new): base seeds only, as GenEnv-Random (module docstring)
 
   c.warm_start = ml_collections.ConfigDict(
     dict(

@@ -223,16 +223,16 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
     results["env_sampling"].update(_sampled(env_out))
     fresh = fresh.replace(valid=fresh.valid & x["seed_valid"])
     parts.append(fresh)
-  if s.num_replay:
+  if s.pools.num_replay:
     parts.append(task_batch(x["replay"]))
   tasks = parts[0] if len(parts) == 1 else jax.tree.map(lambda a, b: jnp.concatenate([a, b]), *parts)
   task_args = (state.agent, tasks, x["k_agent"])
   task_shardings = (sh.agent, _shardings(tasks), _shardings(x["k_agent"]))
 
   def agent_sampling(params, tasks, key):  # rollouts() without the verification
-    grouped = jax.tree.map(lambda t: jnp.repeat(t, s.group_size, axis=0), tasks)
+    grouped = jax.tree.map(lambda t: jnp.repeat(t, s.agent.grpo.group_size, axis=0), tasks)
     prompts = constrain(grouped.prompt_ids, ("batch", "length"))
-    return sampling.sample(nnx.merge(co.agent_graphdef, params), prompts, grouped.prompt_mask, key, s.agent_sampling)
+    return sampling.sample(nnx.merge(co.agent_graphdef, params), prompts, grouped.prompt_mask, key, s.agent.sampling)
 
   bench("agent_sampling", agent_sampling, task_args, task_shardings)
   grouped, out, rewards = bench("rollouts", co.rollouts, task_args, task_shardings)
@@ -257,16 +257,14 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
     rows=int(rows),
     length=int(length),
     tokens=int(rows * length),
-    optimizer_steps=s.agent_minibatches,
-    reference_forward=s.agent_kl_coef > 0,
+    optimizer_steps=s.agent.grpo.minibatches,
+    reference_forward=s.agent.grpo.kl_coef > 0,
   )
 
-  if s.num_fresh and s.env_train:
-    cur = jax.jit(
-      lambda r, v: curriculum.curriculum_targets(
-        r, v, threshold=s.success_threshold, alpha=s.alpha, beta=s.beta, k_min=s.k_min, lam=s.rwr_lambda
-      )
-    )(rewards[: s.num_fresh], fresh.valid)
+  if s.num_fresh and s.env.train:
+    cur = jax.jit(lambda r, v: curriculum.curriculum_targets(r, v, s.env.curriculum, s.domain.success_threshold))(
+      rewards[: s.num_fresh], fresh.valid
+    )
     args = (state.env, state.env_opt, state.env_ref, env_prompts, env_out, cur, fresh.valid)
     rows, length = env_out.tokens.shape[0], env_prompts[0].shape[1] + env_out.tokens.shape[1]
     bench(
@@ -523,7 +521,9 @@ def main(argv: Sequence[str]) -> None:
   au = phases["agent_update"]
   with tempfile.TemporaryDirectory(prefix="bench_step_hf_") as tmp:
     save_hf(nnx.merge(co.agent_graphdef, state.agent), tmp)
-    facts, torch_calls = torch_reference(tmp, batch, config.agent.optimizer, co.settings.agent_minibatches, threads)
+    facts, torch_calls = torch_reference(
+      tmp, batch, config.agent.optimizer, co.settings.agent.grpo.minibatches, threads
+    )
     with jax.set_mesh(run.mesh):
       comparison = compare(
         {"step": ours_step_call, "update": calls["agent_update"]}, torch_calls, au["tokens"], args.repeats
@@ -566,8 +566,8 @@ def main(argv: Sequence[str]) -> None:
   s = co.settings
   print(
     f"\nco-evolution step, --config={args.config}{' --tiny' if args.tiny else ''}: "
-    f"{s.num_fresh} fresh + {s.num_replay} replay tasks x G={s.group_size}, agent answer "
-    f"{s.agent_sampling.max_new_tokens} / env output {s.env_sampling.max_new_tokens} tokens, warm start "
+    f"{s.num_fresh} fresh + {s.pools.num_replay} replay tasks x G={s.agent.grpo.group_size}, agent answer "
+    f"{s.agent.sampling.max_new_tokens} / env output {s.env.sampling.max_new_tokens} tokens, warm start "
     f"{config.warm_start.agent_steps}/{config.warm_start.env_steps} steps; jax {jax.__version__} on "
     f"{run.mesh.size} {jax.devices()[0].platform} device(s), {os.cpu_count()} cores; median of {args.repeats}; "
     f"load average {load_before[0]:.2f} before, {result['load_avg_after'][0]:.2f} after"

@@ -17,7 +17,8 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from genenv_jax.benchmarks.registry import build_domain
-from genenv_jax.coevolution.step import POOL_FIELDS, Coevolution, CoevolutionState, StepSettings
+from genenv_jax.coevolution.settings import OptimizerSettings, PoolSettings, from_config
+from genenv_jax.coevolution.step import POOL_FIELDS, Coevolution, CoevolutionState
 from genenv_jax.models.config import ModelConfig
 from genenv_jax.models.hf import abstract_model, load_hf
 from genenv_jax.models.tokenizer import Tokenizer, load_tokenizer
@@ -25,7 +26,6 @@ from genenv_jax.models.transformer import Transformer
 from genenv_jax.parallel import sharding as shd
 from genenv_jax.rl import pools
 from genenv_jax.rl.updates import make_optimizer
-from genenv_jax.sampling import sampler as sampling
 from genenv_jax.tasks.base import Domain, TaskBatch
 
 
@@ -52,72 +52,18 @@ def model_from_config(cfg: ml_collections.ConfigDict, vocab_size: int, mesh: Mes
   return nnx.merge(graphdef, state)
 
 
-def step_settings(config: ml_collections.ConfigDict, domain: Domain, tokenizer: Tokenizer) -> StepSettings:
-  a, e, p = config.agent, config.env, config.pools
-
-  def sampling_params(cfg, max_new):
-    return sampling.SamplingParams(
-      max_new_tokens=max_new,
-      temperature=cfg.temperature,
-      top_k=cfg.top_k,
-      top_p=cfg.top_p,
-      eos_ids=tuple(tokenizer.eos_ids),
-      pad_id=tokenizer.pad_id,
-      prefill_rows=int(cfg.get("prefill_rows", 0) or 0),
-      kv_cache=cfg.get("kv_cache", "auto"),
-      vocab_limit=tokenizer.vocab_size,  # a checkpoint's embedding may be padded past the tokenizer's ids
-    )
-
-  return StepSettings(
-    mode=config.mode,
-    env_train=e.train,
-    env_objective=e.objective,
-    num_seeds=e.num_seeds,
-    env_samples_per_seed=e.samples_per_seed,
-    num_replay=p.num_replay,
-    group_size=a.grpo.group_size,
-    agent_minibatches=a.grpo.minibatches,
-    agent_logprob_chunk=a.logprob_chunk,
-    env_logprob_chunk=e.logprob_chunk,
-    agent_sampling=sampling_params(a.sampling, domain.agent_answer_len),
-    env_sampling=sampling_params(e.sampling, domain.env_output_len),
-    advantage=a.grpo.advantage,
-    clip_low=a.grpo.clip_low,
-    clip_high=a.grpo.clip_high,
-    agent_kl_coef=a.grpo.kl_coef,
-    kl_estimator=a.grpo.kl_estimator,
-    entropy_coef=a.grpo.entropy_coef,
-    loss_agg=a.grpo.loss_agg,
-    alpha=e.curriculum.alpha,
-    beta=e.curriculum.beta,
-    k_min=e.curriculum.k_min,
-    rwr_lambda=e.curriculum.rwr_lambda,
-    success_threshold=config.domain.success_threshold,
-    env_kl_coef=e.kl_coef,
-    env_max_kl=e.max_kl,
-    env_kl_cap_mode=e.kl_cap_mode,
-    replay_mix=tuple(p.replay_mix),
-    env_seed_mix=tuple(p.env_seed_mix),
-    env_pool_admits=p.get("env_admits", "band"),  # absent from configs written before it existed
-    new_window=p.new_window,
-    keep_seeds=p.keep_seeds,
-    agent_max_grad_norm=a.optimizer.max_grad_norm,
-    env_max_grad_norm=e.optimizer.max_grad_norm,
-  )
-
-
 def task_rows(tasks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
   return {k: tasks[k] for k in POOL_FIELDS}
 
 
-def check_pool_capacities(pools_config: ml_collections.ConfigDict, num_seed_tasks: int) -> None:
+def check_pool_capacities(pool_settings: PoolSettings, num_seed_tasks: int) -> None:
   """Raises ValueError when D_train or D_env cannot hold the domain's seed tasks plus generated ones: each pool starts
   with every seed task, so a capacity below their count would drop seeds, and (with keep_seeds) one equal to it
   leaves no slot for a generated task. Capacity minus seed count is how many generated tasks a pool remembers
   (oldest evicted first, `rl.pools.insert`)."""
   for name in ("train_capacity", "env_capacity"):
-    capacity = pools_config[name]
-    if capacity < num_seed_tasks or (capacity == num_seed_tasks and pools_config.keep_seeds):
+    capacity = getattr(pool_settings, name)
+    if capacity < num_seed_tasks or (capacity == num_seed_tasks and pool_settings.keep_seeds):
       raise ValueError(
         f"pools.{name} = {capacity}: the pool starts with the domain's {num_seed_tasks} seed tasks and needs room "
         f"for generated ones; set it above {num_seed_tasks} (seeds + the generated tasks it should remember)"
@@ -160,8 +106,8 @@ def build(
   mesh = mesh if mesh is not None else shd.make_mesh(dict(config.mesh), devices=devices)
   tokenizer = load_tokenizer(config.tokenizer or None)
   domain = build_domain(config.domain, tokenizer, seed=config.seed)
-  settings = step_settings(config, domain, tokenizer)
-  agent_optimizer, env_optimizer = optimizer_from(config.agent.optimizer), optimizer_from(config.env.optimizer)
+  settings = from_config(config, domain, tokenizer)
+  agent_optimizer, env_optimizer = optimizer_from(settings.agent.optimizer), optimizer_from(settings.env.optimizer)
   vocab = tokenizer.vocab_size
   agent_graphdef, agent_params = _model("agent", config.agent.model, agent_model, vocab, mesh, config.seed, abstract)
   env_graphdef, env_params = _model("env", config.env.model, env_model, vocab, mesh, config.seed + 1, abstract)
@@ -182,7 +128,7 @@ def build(
     return params if abstract else jax.jit(lambda t: jax.tree.map(jnp.copy, t))(params)
 
   seeds = task_rows(domain.seed_tasks())
-  check_pool_capacities(config.pools, len(seeds["prompt_ids"]))
+  check_pool_capacities(settings.pools, len(seeds["prompt_ids"]))
   zero = lambda: jnp.zeros((), jnp.int32)  # noqa: E731
   state = CoevolutionState(
     agent=agent_params,
@@ -193,8 +139,8 @@ def build(
     env=env_params,
     env_opt=place(env_optimizer.init, env_params, sharding=optimizer_state_shardings(env_optimizer, env_params, mesh)),
     env_ref=reference(env_params),
-    train_pool=place(lambda t: pools.seed_pool(t, config.pools.train_capacity), seeds, sharding=replicated),
-    env_pool=place(lambda t: pools.seed_pool(t, config.pools.env_capacity), seeds, sharding=replicated),
+    train_pool=place(lambda t: pools.seed_pool(t, settings.pools.train_capacity), seeds, sharding=replicated),
+    env_pool=place(lambda t: pools.seed_pool(t, settings.pools.env_capacity), seeds, sharding=replicated),
     rng=place(lambda: jax.random.key_data(jax.random.key(config.seed)), sharding=replicated),
     step=place(zero, sharding=replicated),
     skipped_agent=place(zero, sharding=replicated),
@@ -214,8 +160,8 @@ def build(
   return run, state
 
 
-def optimizer_from(o: ml_collections.ConfigDict) -> optax.GradientTransformation:
-  """The AdamW of a config's `optimizer` block (rl.updates.make_optimizer)."""
+def optimizer_from(o: OptimizerSettings) -> optax.GradientTransformation:
+  """The AdamW of an optimizer section (rl.updates.make_optimizer)."""
   return make_optimizer(o.lr, o.weight_decay, o.max_grad_norm, eps=o.eps, warmup_steps=o.warmup_steps)
 
 

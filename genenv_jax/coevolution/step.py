@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -32,10 +32,13 @@ from genenv_jax.rl.updates import gradient_step, minibatch_updates
 from genenv_jax.sampling import sampler as sampling
 from genenv_jax.tasks.base import Domain, TaskBatch
 
+if TYPE_CHECKING:  # the settings import this module's choice lists
+  from genenv_jax.coevolution.settings import Settings
+
 POOL_FIELDS = ("prompt_ids", "prompt_mask", "spec", "difficulty", "env_ids", "env_mask")
 MODES = ("coevolve", "static", "grpo")
 ENV_OBJECTIVES = ("rwr", "pg")
-ENV_POOL_ADMITS = ("band", "valid")  # which fresh tasks join D_env (StepSettings.env_pool_admits)
+ENV_POOL_ADMITS = ("band", "valid")  # which fresh tasks join D_env (pools.env_admits)
 
 
 @struct.dataclass
@@ -56,68 +59,7 @@ class CoevolutionState:
   skipped_env: jax.Array
 
 
-@dataclasses.dataclass(frozen=True)
-class StepSettings:
-  """The static part of the step (hashable: it fixes the compiled program)."""
-
-  mode: str = "coevolve"
-  env_train: bool = True
-  env_objective: str = "rwr"
-  num_seeds: int = 8  # env prompts per step
-  env_samples_per_seed: int = 1  # K (> 1 for the policy-gradient env objective)
-  num_replay: int = 0  # tasks re-drawn from D_train per step
-  group_size: int = 8  # G rollouts per task
-  agent_minibatches: int = 1
-  env_minibatches: int = 1
-  agent_logprob_chunk: int = 512  # response positions per LM-head chunk in the log-probs (rl.logprobs)
-  env_logprob_chunk: int = 512
-  agent_sampling: sampling.SamplingParams = sampling.SamplingParams(max_new_tokens=8)
-  env_sampling: sampling.SamplingParams = sampling.SamplingParams(max_new_tokens=16)
-  # GRPO (official GenEnv / veRL defaults; see configs/default.py)
-  advantage: str = "grpo"
-  clip_low: float = 0.2
-  clip_high: float = 0.2
-  agent_kl_coef: float = 0.001
-  kl_estimator: str = "k3"
-  entropy_coef: float = 0.0
-  loss_agg: str = "token-mean"
-  # α-curriculum
-  alpha: float = 0.5
-  beta: float = 10.0
-  k_min: float = 0.1
-  rwr_lambda: float = 1.0
-  success_threshold: float = 0.5
-  env_kl_coef: float = 0.001
-  env_max_kl: float = 0.05
-  env_kl_cap_mode: str = "scale"
-  # pools
-  replay_mix: tuple[float, float, float] = (0.5, 0.25, 0.25)  # base, old, new
-  env_seed_mix: tuple[float, float, float] = (0.5, 0.25, 0.25)
-  env_pool_admits: str = "band"  # which fresh tasks join D_env: those kept in the α band, or every valid one
-  new_window: int = 1
-  keep_seeds: bool = True
-  num_logged_examples: int = 4  # tasks (with their first rollout) that the step returns for the text log
-  # the optimizers' gradient-clip thresholds, for the clipped-fraction metric only (the optimizers clip)
-  agent_max_grad_norm: float = 0.0
-  env_max_grad_norm: float = 0.0
-
-  def __post_init__(self):
-    if self.mode not in MODES:
-      raise ValueError(f"mode {self.mode!r} is not one of {MODES}")
-    if self.env_objective not in ENV_OBJECTIVES:
-      raise ValueError(f"env objective {self.env_objective!r} is not one of {ENV_OBJECTIVES}")
-    if self.env_pool_admits not in ENV_POOL_ADMITS:
-      raise ValueError(f"env_pool_admits {self.env_pool_admits!r} is not one of {ENV_POOL_ADMITS}")
-    if self.env_objective == "pg" and self.env_samples_per_seed < 2:
-      raise ValueError("the policy-gradient env objective needs env_samples_per_seed >= 2 (a group per seed)")
-    if self.mode != "coevolve" and self.num_replay <= 0:
-      raise ValueError(f"mode {self.mode!r} trains only on replayed tasks: set num_replay > 0")
-    if self.group_size < 2:
-      raise ValueError(f"group_size must be >= 2 for group advantages, got {self.group_size}")
-
-  @property
-  def num_fresh(self) -> int:
-    return self.num_seeds * self.env_samples_per_seed if self.mode == "coevolve" else 0
+NUM_LOGGED_EXAMPLES = 4  # tasks (with their first rollout) that the step returns for the text log
 
 
 def _repeat(tree: Any, times: int) -> Any:
@@ -154,7 +96,7 @@ def by_seed_source(values: dict[str, jax.Array], valid: jax.Array, from_base: ja
   """Each `[B]` value's mean over the valid tasks written from base seeds (`<name>_base_seeded`) and from generated
   tasks of D_env (`<name>_pool_seeded`); NaN where no such task exists (the log and summary.json then leave it out).
 
-  Mean p̂ averages both kinds of prompt, in the proportions of `pools.env_seed_mix`; apart, they show when one kind
+  Mean p̂ averages both kinds of prompt, in the proportions of `pools.pools.env_seed_mix`; apart, they show when one kind
   pulls it out of the band (docs/EXPERIMENTS.md, "What the default shows")."""
   out = {}
   for source, mask in (("base", valid & from_base), ("pool", valid & ~from_base)):
@@ -163,6 +105,18 @@ def by_seed_source(values: dict[str, jax.Array], valid: jax.Array, from_base: ja
     for name, x in values.items():
       out[f"{name}_{source}_seeded"] = jnp.where(n > 0, (x * m).sum() / jnp.maximum(n, 1.0), jnp.nan)
   return out
+
+
+def examples_across_p_hat(p_hat: jax.Array, valid: jax.Array, n: int) -> jax.Array:
+  """Indices of `n` tasks spread evenly over the valid tasks ranked by p̂ (the lowest, the highest and evenly between),
+  so that the examples table shows the range the agent meets, not the first tasks of the batch; invalid tasks only when
+  fewer than `n` are valid (they rank last). `n` is capped at the number of tasks."""
+  n = min(n, p_hat.shape[0])
+  order = jnp.argsort(jnp.where(valid, p_hat, jnp.inf), stable=True)
+  last = jnp.maximum(valid.sum() - 1, 0)
+  ranks = jnp.round(jnp.linspace(0.0, 1.0, n) * last).astype(jnp.int32) if n > 1 else jnp.zeros((1,), jnp.int32)
+  ranks = jnp.where(valid.sum() >= n, ranks, jnp.arange(n))  # too few valid: the valid ones, then invalid ones
+  return order[ranks]
 
 
 class Coevolution:
@@ -175,7 +129,7 @@ class Coevolution:
     domain: Domain,
     agent_optimizer: optax.GradientTransformation,
     env_optimizer: optax.GradientTransformation,
-    settings: StepSettings,
+    settings: Settings,
   ):
     self.agent_graphdef, self.env_graphdef = agent_graphdef, env_graphdef
     self.domain, self.settings = domain, settings
@@ -188,22 +142,22 @@ class Coevolution:
     s = self.settings
     p_hat = jnp.where(seeds["known"], seeds["p_hat"], -1.0)  # negative = unknown (a base seed never measured)
     prompt_ids, prompt_mask = self.domain.env_prompt(seeds, {"p_hat": p_hat})
-    prompt_ids, prompt_mask = _repeat((prompt_ids, prompt_mask), s.env_samples_per_seed)
+    prompt_ids, prompt_mask = _repeat((prompt_ids, prompt_mask), s.env.samples_per_seed)
     prompt_ids = constrain(prompt_ids, ("batch", "length"))
-    out = sampling.sample(nnx.merge(self.env_graphdef, env_params), prompt_ids, prompt_mask, key, s.env_sampling)
+    out = sampling.sample(nnx.merge(self.env_graphdef, env_params), prompt_ids, prompt_mask, key, s.env.sampling)
     tasks = self.domain.parse_env_output(out.tokens, out.mask)
     return (prompt_ids, prompt_mask), out, tasks
 
   def rollouts(self, agent_params: nnx.State, tasks: TaskBatch, key: jax.Array):
     """G agent samples per task and their rewards [T, G]."""
     s = self.settings
-    grouped = _repeat(tasks, s.group_size)
+    grouped = _repeat(tasks, s.agent.grpo.group_size)
     prompts = constrain(grouped.prompt_ids, ("batch", "length"))
     out = sampling.sample(
-      nnx.merge(self.agent_graphdef, agent_params), prompts, grouped.prompt_mask, key, s.agent_sampling
+      nnx.merge(self.agent_graphdef, agent_params), prompts, grouped.prompt_mask, key, s.agent.sampling
     )
     rewards = self.domain.verify(grouped, out.tokens, out.mask)
-    rewards = jnp.where(grouped.valid, rewards, 0.0).reshape(-1, s.group_size)
+    rewards = jnp.where(grouped.valid, rewards, 0.0).reshape(-1, s.agent.grpo.group_size)
     return grouped, out, rewards
 
   def _logprobs(
@@ -247,7 +201,7 @@ class Coevolution:
     the reference parameters passed into the scan as an argument.
     """
     s = self.settings
-    adv, adv_metrics = grpo.compute_advantages(rewards, valid, method=s.advantage)
+    adv, adv_metrics = grpo.compute_advantages(rewards, valid, method=s.agent.grpo.advantage)
     response_mask = out.mask * grouped.valid[:, None].astype(jnp.int32)
     batch = {
       "prompt_ids": grouped.prompt_ids,
@@ -258,7 +212,7 @@ class Coevolution:
       "adv": adv.reshape(-1),
     }
     logp = functools.partial(
-      self._logprobs, self.agent_graphdef, sampling_params=s.agent_sampling, chunk_size=s.agent_logprob_chunk
+      self._logprobs, self.agent_graphdef, sampling_params=s.agent.sampling, chunk_size=s.agent.logprob_chunk
     )
 
     def with_reference(ref_params, b):
@@ -288,29 +242,29 @@ class Coevolution:
         b.get("logp_ref"),
         b["adv"],
         b["response_mask"],
-        clip_low=s.clip_low,
-        clip_high=s.clip_high,
-        kl_coef=s.agent_kl_coef,
-        kl_estimator=s.kl_estimator,
+        clip_low=s.agent.grpo.clip_low,
+        clip_high=s.agent.grpo.clip_high,
+        kl_coef=s.agent.grpo.kl_coef,
+        kl_estimator=s.agent.grpo.kl_estimator,
         entropy=entropy,
-        entropy_coef=s.entropy_coef,
-        loss_agg_mode=s.loss_agg,
-        max_len=float(s.agent_sampling.max_new_tokens),
+        entropy_coef=s.agent.grpo.entropy_coef,
+        loss_agg_mode=s.agent.grpo.loss_agg,
+        max_len=float(s.agent.sampling.max_new_tokens),
       )
 
-    use_ref = s.agent_kl_coef > 0
+    use_ref = s.agent.grpo.kl_coef > 0
     params, opt, metrics = minibatch_updates(
       loss_fn,
       self.agent_optimizer,
       agent_params,
       agent_opt,
       batch,
-      s.agent_minibatches,
+      s.agent.grpo.minibatches,
       constants=agent_ref if use_ref else None,
       prepare=with_reference if use_ref else None,
-      max_grad_norm=s.agent_max_grad_norm,
+      max_grad_norm=s.agent.optimizer.max_grad_norm,
     )
-    adv_valid = jnp.repeat(valid, s.group_size)
+    adv_valid = jnp.repeat(valid, s.agent.grpo.group_size)
     metrics.update(_masked_stats(adv.reshape(-1), adv_valid, "adv"), zero_std_frac=adv_metrics["zero_std_frac"])
     return params, opt, metrics
 
@@ -326,7 +280,7 @@ class Coevolution:
   ):
     """RWR (or GRPO on R_env) on the env's own task tokens, KL-penalised to the initial env, KL-capped per update."""
     s = self.settings
-    if s.env_objective == "pg":
+    if s.env.objective == "pg":
       env_mask = env_out.mask  # parse failures stay in their group with R_env = 0 (negative advantage)
     else:
       env_mask = env_out.mask * cur["keep"][:, None].astype(jnp.int32)  # RWR trains on the kept tasks only
@@ -336,8 +290,8 @@ class Coevolution:
       return self._logprobs(
         self.env_graphdef,
         params,
-        s.env_sampling,
-        s.env_logprob_chunk,
+        s.env.sampling,
+        s.env.logprob_chunk,
         b["prompt_ids"],
         b["prompt_mask"],
         b["tokens"],
@@ -357,9 +311,9 @@ class Coevolution:
 
     def loss_fn(params, b):
       logp = logp_of(params, b)
-      if s.env_objective == "rwr":
+      if s.env.objective == "rwr":
         return curriculum.rwr_env_loss(
-          logp, b["mask"], b["weights"], b["logp_ref"], kl_coef=s.env_kl_coef, kl_estimator=s.kl_estimator
+          logp, b["mask"], b["weights"], b["logp_ref"], kl_coef=s.env.kl_coef, kl_estimator=s.agent.grpo.kl_estimator
         )
       return curriculum.pg_env_loss(
         logp,
@@ -367,21 +321,21 @@ class Coevolution:
         b["logp_ref"],
         b["r_env"],
         b["mask"],
-        s.env_samples_per_seed,
-        clip_low=s.clip_low,
-        clip_high=s.clip_high,
-        kl_coef=s.env_kl_coef,
-        kl_estimator=s.kl_estimator,
+        s.env.samples_per_seed,
+        clip_low=s.agent.grpo.clip_low,
+        clip_high=s.agent.grpo.clip_high,
+        kl_coef=s.env.kl_coef,
+        kl_estimator=s.agent.grpo.kl_estimator,
       )
 
     candidate, candidate_opt, metrics = gradient_step(
-      loss_fn, self.env_optimizer, env_params, env_opt, batch, max_grad_norm=s.env_max_grad_norm
+      loss_fn, self.env_optimizer, env_params, env_opt, batch, max_grad_norm=s.env.optimizer.max_grad_norm
     )
     # The per-update KL cap: KL(π_new ‖ π_old) on this batch's task tokens, then scale the step back.
     logp_old_params = jax.lax.stop_gradient(logp_of(env_params, batch))
     logp_new = jax.lax.stop_gradient(logp_of(candidate, batch))
     update_kl = grpo.masked_mean(grpo.kl_k3(logp_new, logp_old_params), batch["mask"].astype(bool))
-    scale = curriculum.kl_cap_scale(update_kl, s.env_max_kl, s.env_kl_cap_mode)
+    scale = curriculum.kl_cap_scale(update_kl, s.env.max_kl, s.env.kl_cap_mode)
     params = jax.tree.map(lambda new, old: (old + scale * (new - old)).astype(old.dtype), candidate, env_params)
     opt = jax.tree.map(lambda new, old: jnp.where(scale > 0, new, old), candidate_opt, env_opt)
     metrics.update(update_kl=update_kl, cap_scale=scale)
@@ -396,15 +350,14 @@ class Coevolution:
     s = self.settings
     key, k_seed, k_env, k_replay, k_agent = jax.random.split(jax.random.wrap_key_data(state.rng), 5)
     out = {"key": key, "k_env": k_env, "k_agent": k_agent, "env_pool": state.env_pool, "train_pool": state.train_pool}
+    draw = functools.partial(pools.sample, step=state.step, new_window=s.pools.new_window)
     if s.num_fresh:
-      seeds, _, out["env_pool"] = pools.sample(
-        state.env_pool, k_seed, s.num_seeds, step=state.step, mix=s.env_seed_mix, new_window=s.new_window
-      )
+      seeds, _, out["env_pool"] = draw(state.env_pool, k_seed, s.env.num_seeds, mix=s.pools.env_seed_mix)
       out["seeds"] = {**seeds, "known": seeds["valid"] & ~seeds["is_seed"]}
-      out["seed_valid"] = jnp.repeat(seeds["valid"], s.env_samples_per_seed)
-    if s.num_replay:
-      out["replay"], out["replay_idx"], out["train_pool"] = pools.sample(
-        state.train_pool, k_replay, s.num_replay, step=state.step, mix=s.replay_mix, new_window=s.new_window
+      out["seed_valid"] = jnp.repeat(seeds["valid"], s.env.samples_per_seed)
+    if s.pools.num_replay:
+      out["replay"], out["replay_idx"], out["train_pool"] = draw(
+        state.train_pool, k_replay, s.pools.num_replay, mix=s.pools.replay_mix
       )
     return out
 
@@ -419,15 +372,13 @@ class Coevolution:
       env_prompts, env_out, fresh = self.generate_tasks(state.env, seeds, drawn["k_env"])
       fresh = fresh.replace(valid=fresh.valid & drawn["seed_valid"])
       parts.append(fresh)
-    if s.num_replay:
+    if s.pools.num_replay:
       replay_rows, replay_idx = drawn["replay"], drawn["replay_idx"]
       parts.append(task_batch(replay_rows))
     tasks = parts[0] if len(parts) == 1 else _concat(*parts)
 
     grouped, agent_out, rewards = self.rollouts(state.agent, tasks, drawn["k_agent"])
-    cur = curriculum.curriculum_targets(
-      rewards, tasks.valid, threshold=s.success_threshold, alpha=s.alpha, beta=s.beta, k_min=s.k_min, lam=s.rwr_lambda
-    )
+    cur = curriculum.curriculum_targets(rewards, tasks.valid, s.env.curriculum, s.domain.success_threshold)
     agent, agent_opt, agent_metrics = self.agent_update(
       state.agent, state.agent_opt, state.agent_ref, grouped, agent_out, rewards, tasks.valid
     )
@@ -441,16 +392,17 @@ class Coevolution:
         "agent/tokens": agent_out.mask.sum().astype(jnp.float32),
       }
     )
-    n_ex = min(s.num_logged_examples, tasks.valid.shape[0])
-    metrics.update(  # the first tasks of the batch (fresh ones first) with their first rollout, for the text log
+    pick = examples_across_p_hat(cur["p_hat"], tasks.valid, NUM_LOGGED_EXAMPLES)
+    metrics.update(  # tasks spread over p̂ (fresh and replayed alike) with their first rollout, for the text log
       {
-        "examples/prompt_ids": tasks.prompt_ids[:n_ex],
-        "examples/spec": tasks.spec[:n_ex],
-        "examples/difficulty": tasks.difficulty[:n_ex],
-        "examples/valid": tasks.valid[:n_ex],
-        "examples/p_hat": cur["p_hat"][:n_ex],
-        "examples/response": agent_out.tokens[: n_ex * s.group_size : s.group_size],
-        "examples/reward": rewards[:n_ex, 0],
+        "examples/prompt_ids": tasks.prompt_ids[pick],
+        "examples/spec": tasks.spec[pick],
+        "examples/difficulty": tasks.difficulty[pick],
+        "examples/valid": tasks.valid[pick],
+        "examples/p_hat": cur["p_hat"][pick],
+        "examples/response": agent_out.tokens[pick * s.agent.grpo.group_size],
+        "examples/reward": rewards[pick, 0],
+        "examples/fresh": pick < s.num_fresh,
       }
     )
 
@@ -458,36 +410,30 @@ class Coevolution:
     skipped_env = state.skipped_env
     if s.num_fresh:
       n = s.num_fresh
-      fresh_cur = curriculum.curriculum_targets(
-        rewards[:n],
-        fresh.valid,
-        threshold=s.success_threshold,
-        alpha=s.alpha,
-        beta=s.beta,
-        k_min=s.k_min,
-        lam=s.rwr_lambda,
-      )
+      fresh_cur = curriculum.curriculum_targets(rewards[:n], fresh.valid, s.env.curriculum, s.domain.success_threshold)
       p_hat, valid = fresh_cur["p_hat"], fresh.valid
       metrics.update(
         {
           "env/p_hat_mean": fresh_cur["p_hat_mean"],
           "env/r_env_mean": fresh_cur["r_env_mean"],
-          "env/band_frac": fresh_cur["keep_frac"],
+          "env/band_frac": fresh_cur["band_frac"],
           "env/invalid_frac": 1.0 - fresh_cur["valid_frac"],
           "env/p_hat_0_or_1_frac": grpo.masked_mean(((p_hat == 0) | (p_hat == 1)).astype(jnp.float32), valid),
           "env/tokens": env_out.mask.sum().astype(jnp.float32),
           "env/output_len": env_out.mask.sum(-1).astype(jnp.float32).mean(),
           "hist/p_hat": jnp.where(valid, p_hat, -1.0),
           "hist/difficulty": jnp.where(valid, fresh.difficulty, -1.0),
-          "examples/env_tokens": env_out.tokens[: s.num_logged_examples],
+          "examples/env_tokens": env_out.tokens[jnp.minimum(pick, n - 1)],  # shown for the fresh ones only
         }
       )
       metrics.update({f"env/{k}": v for k, v in _masked_stats(fresh.difficulty, valid, "difficulty").items()})
-      if s.env_seed_mix[0] < 1:  # prompts can come from D_env too; with base seeds only the split repeats the mean
-        from_base = jnp.repeat(seeds["is_seed"], s.env_samples_per_seed)
+      if (
+        s.pools.env_seed_mix[0] < 1
+      ):  # prompts can come from D_env too; with base seeds only the split repeats the mean
+        from_base = jnp.repeat(seeds["is_seed"], s.env.samples_per_seed)
         by_source = by_seed_source({"p_hat_mean": p_hat, "difficulty_mean": fresh.difficulty}, valid, from_base)
         metrics.update({f"env/{k}": v for k, v in by_source.items()})
-      if s.env_train:
+      if s.env.train:
         env, env_opt, env_metrics = self.env_update(
           state.env, state.env_opt, state.env_ref, env_prompts, env_out, fresh_cur, valid
         )
@@ -501,10 +447,10 @@ class Coevolution:
         "env_ids": env_out.tokens,
         "env_mask": env_out.mask,
       }
-      train_pool = pools.insert(train_pool, rows, valid, state.step, p_hat=p_hat, keep_seeds=s.keep_seeds)
-      admitted = fresh_cur["keep"] if s.env_pool_admits == "band" else valid
-      env_pool = pools.insert(env_pool, rows, admitted, state.step, p_hat=p_hat, keep_seeds=s.keep_seeds)
-    if s.num_replay:
+      train_pool = pools.insert(train_pool, rows, valid, state.step, p_hat=p_hat, keep_seeds=s.pools.keep_seeds)
+      admitted = fresh_cur["keep"] if s.pools.env_admits == "band" else valid
+      env_pool = pools.insert(env_pool, rows, admitted, state.step, p_hat=p_hat, keep_seeds=s.pools.keep_seeds)
+    if s.pools.num_replay:
       replay_p_hat = cur["p_hat"][s.num_fresh :]
       train_pool = pools.update_stats(
         train_pool, replay_idx, replay_p_hat, state.step, mask=replay_rows["valid"], order_ids=replay_rows["order"]
@@ -538,7 +484,7 @@ class Coevolution:
 
   def heldout_rewards(self, agent_params: nnx.State, tasks: TaskBatch) -> jax.Array:
     """Greedy R_agent [N] on a fixed task set (held-out evaluation)."""
-    params = dataclasses.replace(self.settings.agent_sampling, temperature=0.0)
+    params = dataclasses.replace(self.settings.agent.sampling, temperature=0.0)
     out = sampling.sample(
       nnx.merge(self.agent_graphdef, agent_params), tasks.prompt_ids, tasks.prompt_mask, jax.random.key(0), params
     )

@@ -109,9 +109,10 @@ def accuracy_gain(first: dict[str, Any], last: dict[str, Any]) -> dict[str, Any]
   return out
 
 
-def _band(summary: dict[str, Any]) -> tuple[float, float]:
+def _band(summary: dict[str, Any]) -> tuple[float, float] | None:
+  """(α, k_min) of the run's saved settings (summary.json's config), never a default; None when it holds none."""
   cur = summary.get("config", {}).get("env", {}).get("curriculum", {})
-  return float(cur.get("alpha", 0.5)), float(cur.get("k_min", 0.1))
+  return (float(cur["alpha"]), float(cur["k_min"])) if "alpha" in cur and "k_min" in cur else None
 
 
 def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str, Any]:
@@ -119,8 +120,10 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
   if not 0 < stay_frac <= 1:
     raise ValueError(f"stay_frac must be in (0, 1], got {stay_frac}")
   steps, evals = summary.get("steps", []), summary.get("evals", [])
-  alpha, k_min = _band(summary)
-  out: dict[str, Any] = {"window": "first vs last quarter of the steps", "alpha": alpha, "k_min": k_min}
+  band = _band(summary)
+  out: dict[str, Any] = {"window": "first vs last quarter of the steps"}
+  if band is not None:
+    out["alpha"], out["k_min"] = alpha, k_min = band
   figures = {}
   for key in STEP_FIGURES:
     pair = quarter_means([r[key] for r in steps if key in r])
@@ -129,7 +132,7 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
   out["figures"] = figures
 
   p_hat = [r["p_hat_mean"] for r in steps if "p_hat_mean" in r]
-  if p_hat:
+  if p_hat and band is not None:  # rule (a) needs the run's own band
     inside = lambda p: abs(p - alpha) <= k_min + 1e-9  # noqa: E731
     late = p_hat[len(p_hat) // 2 :]
     late_frac = sum(inside(p) for p in late) / len(late)

@@ -3,24 +3,14 @@
 GenEnv (arXiv 2512.19682) Section 3 / Algorithm 1, DESIGN.md step 5. Pure, jittable functions over arrays; string
 options (estimator, cap mode) must be static under jit.
 
-Defaults (documented here; the config files carry them):
-  α = 0.5        target agent success rate (paper).
-  β = 10         curriculum sharpness; the paper leaves it unstated. R_env(0) = R_env(1) = exp(-β/4) = exp(-2.5) ≈ 0.082
-                 while R_env(0.4) = exp(-0.1) ≈ 0.905, so trivial and impossible tasks score about 11x lower than
-                 near-target ones, and the reward still varies smoothly on the k/G grid (3/8 -> 0.855, 2/8 -> 0.535).
-  k_min = 0.1    band half-width (paper). With G = 8 only p̂ = 4/8 passes; with G = 10, 4/10, 5/10, 6/10 pass.
-  λ = 1          RWR temperature (paper).
-  env lr 5e-7    (paper; consumed by the optimizer builder).
-  env KL coef 0.001  KL(π_env ‖ π_env,init) on generated task tokens. The paper's official code trains no env; we keep
-                 the pull weak (the agent's value) because DESIGN.md shows the env lagging the agent: a strong pull
-                 toward the initial task distribution slows its tracking of the agent's frontier. The cap below guards
-                 stability instead.
-  max_kl 0.05    nats per token, per update, mode "scale" — near the usual PPO target-KL range (0.01-0.05).
-  threshold 0.5  success threshold for soft rewards (token F1 ≥ 0.5 counts); any value in (0, 1] leaves exact-match
-                 {0, 1} rewards unchanged.
+The settings (α, β, k_min, λ, the success threshold, the env's KL terms) and their defaults are declared once, in
+coevolution/settings.py (CurriculumSettings, EnvSettings, DomainSettings), with where each value comes from; the
+functions here take them as arguments and default none of them.
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 import jax
 import jax.numpy as jnp
@@ -29,14 +19,16 @@ from genenv_jax.rl import grpo
 
 Array = jax.Array
 
-DEFAULT_ALPHA = 0.5
-DEFAULT_BETA = 10.0
-DEFAULT_K_MIN = 0.1
-DEFAULT_LAMBDA = 1.0
-DEFAULT_THRESHOLD = 0.5
-DEFAULT_ENV_KL_COEF = 0.001
-DEFAULT_MAX_KL = 0.05
-DEFAULT_ENV_LR = 5e-7
+
+class Curriculum(Protocol):
+  """The α-curriculum's settings as `curriculum_targets` reads them (coevolution.settings.CurriculumSettings)."""
+
+  alpha: float  # the target success rate α
+  beta: float  # the reward's sharpness β
+  k_min: float  # the band's half-width
+  rwr_lambda: float  # the RWR temperature λ
+
+
 # Tolerance on the band edge: p̂ = k/G and α ± k_min are not exact in float32 (0.6 - 0.5 = 0.100000024). 1e-6 is
 # far below the 1/G grid spacing for any realistic G, so it only decides exact-boundary ties, in favour of keeping.
 BAND_TOL = 1e-6
@@ -45,13 +37,13 @@ BAND_TOL = 1e-6
 # ------------------------------------------------------------------------------------------ success and reward
 
 
-def alpha_curriculum_reward(p_hat: Array, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA) -> Array:
-  """R_env = exp(-β (p̂ - α)²). GenEnv paper, Section 3 (α-curriculum reward). β default 10 (module docstring)."""
+def alpha_curriculum_reward(p_hat: Array, alpha: float, beta: float) -> Array:
+  """R_env = exp(-β (p̂ - α)²). GenEnv paper, Section 3 (α-curriculum reward)."""
   p = jnp.asarray(p_hat, jnp.float32)
   return jnp.exp(-beta * (p - alpha) ** 2)
 
 
-def success_rate(rewards: Array, threshold: float = DEFAULT_THRESHOLD, valid: Array | None = None) -> Array:
+def success_rate(rewards: Array, threshold: float, valid: Array | None = None) -> Array:
   """p̂_t = (1/G) Σ_g [r_tg ≥ threshold] for rewards [T, G]; 0 for invalid tasks (valid [T] bool, None = all valid).
 
   GenEnv paper, Section 3 / Algorithm 1 step 3 (p̂ = successes / G). Soft rewards (token F1) are thresholded.
@@ -63,9 +55,7 @@ def success_rate(rewards: Array, threshold: float = DEFAULT_THRESHOLD, valid: Ar
   return p
 
 
-def env_reward(
-  p_hat: Array, valid: Array | None = None, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA
-) -> Array:
+def env_reward(p_hat: Array, valid: Array | None, alpha: float, beta: float) -> Array:
   """Env reward R_env = valid · exp(-β (p̂ - α)²): a task that does not parse (invalid) earns 0.
 
   GenEnv paper, Section 3, plus DESIGN.md's rule that invalid tasks get nothing. 0 is the reward floor (R_env > 0 for
@@ -79,8 +69,8 @@ def env_reward(
 
 def band_mask(
   p_hat: Array,
-  alpha: float = DEFAULT_ALPHA,
-  k_min: float = DEFAULT_K_MIN,
+  alpha: float,
+  k_min: float,
   valid: Array | None = None,
   tol: float = BAND_TOL,
 ) -> Array:
@@ -96,7 +86,7 @@ def band_mask(
   return keep
 
 
-def rwr_weights(r_env: Array, keep: Array, lam: float = DEFAULT_LAMBDA) -> Array:
+def rwr_weights(r_env: Array, keep: Array, lam: float) -> Array:
   """RWR weights w_i = keep_i exp(λ R_i) / Σ_j keep_j exp(λ R_j); all zeros (no NaN) when nothing is kept.
 
   GenEnv paper, Section 3 (weight ∝ exp(λ R_env), λ = 1); reward-weighted regression, Peters & Schaal 2007.
@@ -113,32 +103,28 @@ def rwr_weights(r_env: Array, keep: Array, lam: float = DEFAULT_LAMBDA) -> Array
 
 
 def curriculum_targets(
-  rewards: Array,
-  valid: Array | None = None,
-  *,
-  threshold: float = DEFAULT_THRESHOLD,
-  alpha: float = DEFAULT_ALPHA,
-  beta: float = DEFAULT_BETA,
-  k_min: float = DEFAULT_K_MIN,
-  lam: float = DEFAULT_LAMBDA,
+  rewards: Array, valid: Array | None, curriculum: Curriculum, threshold: float
 ) -> dict[str, Array]:
   """Algorithm 1 steps 3 and 5 in one call: agent rewards [T, G] -> {p_hat, r_env, keep, weights, metrics...}.
 
-  p̂ = success_rate, R_env = env_reward (0 if invalid), keep = band_mask & valid, w = rwr_weights(R_env, keep, λ).
-  Also returns keep_frac and the masked means of p̂ and R_env over valid tasks (for logging).
+  p̂ = success_rate(rewards, threshold), R_env = env_reward (0 if invalid), keep = band_mask & valid,
+  w = rwr_weights(R_env, keep, λ), with α, β, k_min, λ from `curriculum` (coevolution.settings.CurriculumSettings).
+  Also returns band_frac (the valid tasks' fraction in the band) and the masked means of p̂ and R_env over valid
+  tasks (for logging).
   """
   v = jnp.ones(rewards.shape[:-1], bool) if valid is None else jnp.asarray(valid, bool)
+  c = curriculum
   p_hat = success_rate(rewards, threshold, v)
-  r_env = env_reward(p_hat, v, alpha, beta)
-  keep = band_mask(p_hat, alpha, k_min, v)
+  r_env = env_reward(p_hat, v, c.alpha, c.beta)
+  keep = band_mask(p_hat, c.alpha, c.k_min, v)
   vf = v.astype(jnp.float32)
   n_valid = jnp.maximum(vf.sum(), 1.0)
   return {
     "p_hat": p_hat,
     "r_env": r_env,
     "keep": keep,
-    "weights": rwr_weights(r_env, keep, lam),
-    "keep_frac": keep.astype(jnp.float32).sum() / n_valid,
+    "weights": rwr_weights(r_env, keep, c.rwr_lambda),
+    "band_frac": keep.astype(jnp.float32).sum() / n_valid,
     "valid_frac": vf.mean(),
     "p_hat_mean": (p_hat * vf).sum() / n_valid,
     "r_env_mean": (r_env * vf).sum() / n_valid,
@@ -151,7 +137,7 @@ def curriculum_targets(
 KL_CAP_MODES = ("skip", "scale", "sqrt")
 
 
-def kl_cap_scale(kl: Array, max_kl: float = DEFAULT_MAX_KL, mode: str = "scale") -> Array:
+def kl_cap_scale(kl: Array, max_kl: float, mode: str) -> Array:
   """Scale s ∈ [0, 1] for an update whose measured KL is `kl` (GenEnv paper, Section 3: cap on each update's KL).
 
   mode "skip":  s = 0 if kl > max_kl else 1.
@@ -201,7 +187,7 @@ def rwr_env_loss(
   weights: Array,
   env_logp_ref: Array | None = None,
   *,
-  kl_coef: float = DEFAULT_ENV_KL_COEF,
+  kl_coef: float,
   kl_estimator: str = "k3",
   length_norm: bool = True,
   safe_exp_max: float = 20.0,
@@ -250,10 +236,10 @@ def pg_env_loss(
   sample_valid: Array | None = None,
   *,
   advantage_estimator: str = "grpo",
-  clip_low: float = 0.2,
-  clip_high: float = 0.2,
+  clip_low: float,
+  clip_high: float,
   safe_exp_max: float = 20.0,
-  kl_coef: float = DEFAULT_ENV_KL_COEF,
+  kl_coef: float,
   kl_estimator: str = "k3",
   loss_agg_mode: str = "token-mean",
   max_len: float | None = None,

@@ -53,7 +53,7 @@ def measure(workdir: str, per_level: int, draws: int, seed: int) -> dict[tuple[s
   picked = np.concatenate([rng.choice(np.nonzero(level == d)[0], per_level) for d in np.unique(level)])
   rows = {k: jnp.asarray(np.asarray(v)[picked]) for k, v in seeds.items()}
   generate = jax.jit(co.generate_tasks)
-  k = co.settings.env_samples_per_seed
+  k = co.settings.env.samples_per_seed
   out = {}
   for env, params in (("initial", state.env_ref), ("trained", state.env)):
     for shown in SHOWN:

@@ -50,10 +50,12 @@ def measure(workdir: str, draws: int, seed: int) -> tuple[dict[tuple[str, str], 
       valid = []
       for d in range(draws):
         k_seed, k_env = jax.random.split(jax.random.key(seed * 100_003 + d))
-        rows, _, _ = pools.sample(pool, k_seed, s.num_seeds, step=state.step, mix=mix, new_window=s.new_window)
+        rows, _, _ = pools.sample(
+          pool, k_seed, s.env.num_seeds, step=state.step, mix=mix, new_window=s.pools.new_window
+        )
         known = rows["valid"] & ~rows["is_seed"] & (kind == "generated")
         _, _, tasks = generate(params[env], {**rows, "known": known}, k_env)
-        valid.append(np.asarray(tasks.valid) & np.repeat(np.asarray(rows["valid"]), s.env_samples_per_seed))
+        valid.append(np.asarray(tasks.valid) & np.repeat(np.asarray(rows["valid"]), s.env.samples_per_seed))
       out[(kind, env)] = np.stack(valid)
   return out, counts
 

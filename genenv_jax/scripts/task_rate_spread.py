@@ -179,7 +179,7 @@ def measure(workdir: str, samples: int, seed: int, shuffle: bool = False) -> tup
 
   @jax.jit
   def rewards(batch, key):
-    out = sampler.sample(model, batch.prompt_ids, batch.prompt_mask, key, co.settings.agent_sampling)
+    out = sampler.sample(model, batch.prompt_ids, batch.prompt_mask, key, co.settings.agent.sampling)
     return run.domain.verify(batch, out.tokens, out.mask)
 
   chunk = 64 * samples
@@ -196,7 +196,12 @@ def measure(workdir: str, samples: int, seed: int, shuffle: bool = False) -> tup
   return (
     tasks["difficulty"],
     outcomes,
-    dict(group_size=s.group_size, alpha=s.alpha, k_min=s.k_min, answers=tasks["spec"]),
+    dict(
+      group_size=s.agent.grpo.group_size,
+      alpha=s.env.curriculum.alpha,
+      k_min=s.env.curriculum.k_min,
+      answers=tasks["spec"],
+    ),
   )
 
 

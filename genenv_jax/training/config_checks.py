@@ -4,33 +4,34 @@
 raises `ConfigError` listing them all. The CLIs (`main`, `plan`, `sweep`) call it right after the flags are parsed,
 before anything is built, compiled or warm-started, and exit with status 2 on a `ConfigError`.
 
-Covered: every numeric field with a natural range (learning rates > 0, probabilities in [0, 1], counts >= 1, ...),
-every choice field (checked against the registries the code dispatches on, so the lists cannot drift), and the
-cross-field constraints: group size >= 2, the α band α ± k_min inside [0, 1], the GRPO mini-batches and the prefill
-row chunks dividing the rows they split, min <= max operand counts, the attention heads divisible by the KV heads.
-A key that a config does not have is not checked (older configs, variants that drop a section). The domain's lengths
+Two sources, one list. The sections the co-evolution step reads (mode, domain.success_threshold, agent, env, pools;
+coevolution/settings.py) check themselves: each setting is declared there once, with its default and its test, and
+`settings.problems` lists their bad values. This module checks the rest: the run's schedule, the domain's tasks, the
+models' shapes, the warm start, the mesh, and what crosses from one section into another (min <= max operand
+counts, the attention heads divisible by the KV heads, the warm start's env targets against the domain and the p̂ it
+shows). Choice fields are checked against the registries the code dispatches on, so the lists cannot drift. A key
+that a config does not have is not checked (older configs, variants that drop a section). The domain's lengths
 against its longest task are checked when the domain is built (`tasks`: the first thing `build` does), before any
 model exists.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import ml_collections
 
 from genenv_jax.benchmarks.registry import ARITHMETIC_ANSWERS, DOMAINS
-from genenv_jax.coevolution.step import ENV_POOL_ADMITS
+from genenv_jax.coevolution import settings
+from genenv_jax.coevolution.settings import choice as _choice
+from genenv_jax.coevolution.settings import count as _count
+from genenv_jax.coevolution.settings import is_int as _is_int
+from genenv_jax.coevolution.settings import positive as _positive
+from genenv_jax.coevolution.settings import unit as _unit
 from genenv_jax.models.attention import IMPLEMENTATIONS
 from genenv_jax.models.config import REMAT_POLICIES
-from genenv_jax.models.transformer import KV_CACHE_KINDS
-from genenv_jax.rl.curriculum import KL_CAP_MODES
-from genenv_jax.rl.grpo import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS
 from genenv_jax.training.warm_start import ENV_P_HATS, ENV_TARGETS
 
-MODES = ("coevolve", "static", "grpo")
-ENV_OBJECTIVES = ("rwr", "pg")
 DTYPES = ("float32", "bfloat16", "float16")
 VERIFIERS = ("jax", "host")
 
@@ -51,36 +52,7 @@ def _get(config: ml_collections.ConfigDict, path: str) -> Any:
   return node
 
 
-def _is_int(v: Any) -> bool:
-  return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_real(v: Any) -> bool:
-  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _positive(v):
-  return _is_real(v) and v > 0
-
-
-def _non_negative(v):
-  return _is_real(v) and v >= 0
-
-
-def _unit(v):
-  return _is_real(v) and 0 <= v <= 1
-
-
-def _count(minimum: int) -> Callable[[Any], bool]:
-  return lambda v: _is_int(v) and v >= minimum
-
-
-def _choice(options: Iterable[str]) -> tuple[Callable[[Any], bool], str]:
-  options = tuple(options)
-  return (lambda v: v in options), "one of " + ", ".join(repr(o) for o in options)
-
-
-# (key path, test, what is allowed). Model, optimizer and sampling fields are checked under agent. and env.
+# (key path, test, what is allowed) for the sections outside the settings tree. Model fields: under agent. and env.
 _TOP = [
   ("seed", _count(0), "an integer >= 0"),
   ("total_steps", _count(1), "an integer >= 1"),
@@ -88,7 +60,6 @@ _TOP = [
   ("eval_every", _count(1), "an integer >= 1"),
   ("log_every", _count(1), "an integer >= 1"),
   ("max_checkpoints", _count(1), "an integer >= 1"),
-  ("mode", *_choice(MODES)),
   ("allow_config_change", lambda v: isinstance(v, bool), "true or false"),
   ("domain.name", *_choice(DOMAINS)),
   ("domain.verifier", *_choice(VERIFIERS)),
@@ -104,34 +75,6 @@ _TOP = [
   ("domain.agent_answer_len", _count(0), "an integer >= 0 (0 = what the longest task needs)"),
   ("domain.env_prompt_len", _count(0), "an integer >= 0 (0 = what the longest task needs)"),
   ("domain.env_output_len", _count(0), "an integer >= 0 (0 = what the longest task needs)"),
-  ("domain.success_threshold", _unit, "a number in [0, 1]"),
-  ("agent.logprob_chunk", _count(1), "an integer >= 1"),
-  ("agent.grpo.group_size", _count(2), "an integer >= 2 (GRPO compares rollouts within a group)"),
-  ("agent.grpo.advantage", *_choice(ADVANTAGE_ESTIMATORS)),
-  ("agent.grpo.clip_low", lambda v: _is_real(v) and 0 <= v < 1, "a number in [0, 1)"),
-  ("agent.grpo.clip_high", _non_negative, "a number >= 0"),
-  ("agent.grpo.kl_coef", _non_negative, "a number >= 0"),
-  ("agent.grpo.kl_estimator", *_choice(KL_ESTIMATORS)),
-  ("agent.grpo.entropy_coef", _is_real, "a finite number"),
-  ("agent.grpo.loss_agg", *_choice(LOSS_AGGREGATIONS)),
-  ("agent.grpo.minibatches", _count(1), "an integer >= 1"),
-  ("env.objective", *_choice(ENV_OBJECTIVES)),
-  ("env.logprob_chunk", _count(1), "an integer >= 1"),
-  ("env.num_seeds", _count(1), "an integer >= 1"),
-  ("env.samples_per_seed", _count(1), "an integer >= 1"),
-  ("env.curriculum.alpha", _unit, "a number in [0, 1] (the target success rate)"),
-  ("env.curriculum.beta", _positive, "a number > 0"),
-  ("env.curriculum.k_min", _unit, "a number in [0, 1] (the band's half-width)"),
-  ("env.curriculum.rwr_lambda", _positive, "a number > 0"),
-  ("env.kl_coef", _non_negative, "a number >= 0"),
-  ("env.max_kl", _positive, "a number > 0"),
-  ("env.kl_cap_mode", *_choice(KL_CAP_MODES)),
-  ("pools.train_capacity", _count(1), "an integer >= 1"),
-  ("pools.env_capacity", _count(1), "an integer >= 1"),
-  ("pools.num_replay", _count(0), "an integer >= 0"),
-  ("pools.new_window", _count(1), "an integer >= 1"),
-  ("pools.env_admits", *_choice(ENV_POOL_ADMITS)),
-  ("pools.static_rounds", _count(1), "an integer >= 1"),
   ("warm_start.agent_steps", _count(0), "an integer >= 0"),
   ("warm_start.env_steps", _count(0), "an integer >= 0"),
   ("warm_start.batch_size", _count(1), "an integer >= 1"),
@@ -156,26 +99,7 @@ _PER_MODEL = [
     "true, false or one of " + ", ".join(REMAT_POLICIES),
   ),
   ("model.attention", *_choice(IMPLEMENTATIONS)),
-  ("optimizer.lr", _positive, "a number > 0"),
-  ("optimizer.weight_decay", _non_negative, "a number >= 0"),
-  ("optimizer.max_grad_norm", _positive, "a number > 0"),
-  ("optimizer.eps", _positive, "a number > 0"),
-  ("optimizer.warmup_steps", _count(0), "an integer >= 0"),
-  ("sampling.temperature", _non_negative, "a number >= 0 (0 = greedy)"),
-  ("sampling.top_k", _count(0), "an integer >= 0 (0 = off)"),
-  ("sampling.top_p", lambda v: _is_real(v) and 0 < v <= 1, "a number in (0, 1] (1 = off)"),
-  ("sampling.prefill_rows", _count(0), "an integer >= 0 (0 = every row at once)"),
-  ("sampling.kv_cache", *_choice(KV_CACHE_KINDS)),
 ]
-
-
-def _mix_problem(path: str, mix: Any) -> str | None:
-  if mix is _MISSING:
-    return None
-  values = list(mix) if isinstance(mix, (list, tuple)) else None
-  if not values or not all(_non_negative(v) for v in values) or abs(sum(values) - 1.0) > 1e-6:
-    return f"{path} = {mix!r}: must be non-negative fractions that sum to 1"
-  return None
 
 
 def problems(config: ml_collections.ConfigDict) -> list[str]:
@@ -191,34 +115,19 @@ def problems(config: ml_collections.ConfigDict) -> list[str]:
     check(path, test, allowed)
   for who in ("agent", "env"):
     for path, test, allowed in _PER_MODEL:
-      if (
-        path.startswith("model.")
-        and path != "model.remat"
-        and path != "model.dtype"
-        and _get(config, f"{who}.model.hf_path")
-      ):
+      if path not in ("model.remat", "model.dtype") and _get(config, f"{who}.model.hf_path"):
         continue  # an HF checkpoint brings its own shape
       check(f"{who}.{path}", test, allowed)
-  for path in ("pools.replay_mix", "pools.env_seed_mix"):
-    problem = _mix_problem(path, _get(config, path))
-    if problem:
-      out.append(problem)
   mesh = _get(config, "mesh")
   for name, value in mesh.items() if mesh is not _MISSING else ():
     if not _is_int(value) or not (value == -1 or value >= 1):
       out.append(f"mesh.{name} = {value!r}: must be an integer >= 1, or -1 (every remaining device)")
-  return out + _cross_field_problems(config)
+  return out + settings.problems(config) + _cross_field_problems(config)
 
 
 def _cross_field_problems(config: ml_collections.ConfigDict) -> list[str]:
   out = []
   g = lambda path: _get(config, path)  # noqa: E731
-  alpha, k_min = g("env.curriculum.alpha"), g("env.curriculum.k_min")
-  if _unit(alpha) and _unit(k_min) and not (0 <= alpha - k_min and alpha + k_min <= 1):
-    out.append(
-      f"env.curriculum.alpha ± k_min = {alpha} ± {k_min}: the band [{alpha - k_min:g}, {alpha + k_min:g}] must lie "
-      "inside [0, 1]"
-    )
   domain, targets = g("domain.name"), g("warm_start.env_targets")
   if targets == "rate_directed" and g("warm_start.env_p_hats") in set(ENV_P_HATS) - {"all"}:  # a bad value: named above
     out.append(
@@ -240,26 +149,6 @@ def _cross_field_problems(config: ml_collections.ConfigDict) -> list[str]:
     if _is_int(heads) and _is_int(kv) and kv >= 1 and heads % kv:
       out.append(f"{who}.model.num_heads = {heads}: must be a multiple of {who}.model.num_kv_heads ({kv})")
 
-  # The rows each phase samples and trains on, as coevolution.StepSettings counts them.
-  mode, group = g("mode"), g("agent.grpo.group_size")
-  seeds, per_seed, replay = g("env.num_seeds"), g("env.samples_per_seed"), g("pools.num_replay")
-  if all(_is_int(v) for v in (group, seeds, per_seed, replay)) and mode in MODES:
-    env_rows = seeds * per_seed if mode == "coevolve" else 0
-    agent_rows = (env_rows + replay) * group
-    if agent_rows == 0:
-      out.append(
-        f"pools.num_replay = {replay}: mode {mode!r} trains only on replayed tasks, so it needs pools.num_replay >= 1"
-      )
-    minibatches = g("agent.grpo.minibatches")
-    if agent_rows and _is_int(minibatches) and minibatches >= 1 and agent_rows % minibatches:
-      out.append(
-        f"agent.grpo.minibatches = {minibatches}: must divide the agent's {agent_rows} rows per step "
-        f"((env.num_seeds x env.samples_per_seed + pools.num_replay) x agent.grpo.group_size)"
-      )
-    for who, rows in (("agent", agent_rows), ("env", env_rows)):
-      chunk = g(f"{who}.sampling.prefill_rows")
-      if rows and _is_int(chunk) and 0 < chunk < rows and rows % chunk:
-        out.append(f"{who}.sampling.prefill_rows = {chunk}: must divide the {rows} rows the {who} samples at once")
   return out
 
 

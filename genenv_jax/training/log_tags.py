@@ -14,7 +14,8 @@ One tag per measured quantity, under six topics:
                the env was updated: a step that kept no task in the band has no env loss, not a loss of 0.
   pool/        D_train and (when an env writes tasks) D_env: size, share of seeds, of evaluated tasks, staleness.
   eval/        held-out accuracy with its binomial standard error, and per difficulty (training/loop.py).
-  perf/        wall time per loop phase (the jitted step, evaluation, checkpoint, logging), tokens/s, memory.
+  perf/        seconds per step by loop phase (the jitted step, evaluation, checkpoint, logging, adding up to the wall
+               time per step), averaged over the steps since the last logged one; tokens/s, memory.
 Not logged: values that are another tag in a different unit (pool fill = size / capacity, token counts beside
 lengths), exact duplicates for exact-match rewards (the agent's success rate is its mean reward), the advantages'
 mean (0 by construction), the KL over all env tokens (≈ the kept tasks' KL), and the skipped-update counters while
@@ -28,7 +29,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from genenv_jax.coevolution.step import StepSettings
+from genenv_jax.coevolution.settings import Settings
 
 # step metric -> tag, for metrics logged whenever the step produces them
 _ALWAYS = {
@@ -90,20 +91,20 @@ _POOL_STATS = (
 )
 _COUNTERS = {"counters/skipped_agent": "agent/skipped_updates", "counters/skipped_env": "env/skipped_updates"}
 
-# the curriculum chart with the band drawn beside p̂ (TensorBoard's custom-scalars dashboard)
-P_HAT_CHART = ("curriculum/p_hat_mean", "curriculum/band_low", "curriculum/band_high")
+# the curriculum chart: mean p̂ over the α band, shaded (TensorBoard's custom-scalars margin chart)
+P_HAT_CHART = {"value": "curriculum/p_hat_mean", "lower": "curriculum/band_low", "upper": "curriculum/band_high"}
 
 
-def env_updated(metrics: Mapping[str, Any], settings: StepSettings) -> bool:
+def env_updated(metrics: Mapping[str, Any], settings: Settings) -> bool:
   """Whether this step updated the env: RWR needs a kept task (one in the band); GRPO on R_env, a valid task."""
-  if not (settings.num_fresh and settings.env_train) or "env/grad_norm" not in metrics:
+  if not (settings.num_fresh and settings.env.train) or "env/grad_norm" not in metrics:
     return False
-  if settings.env_objective == "rwr":
+  if settings.env.objective == "rwr":
     return float(metrics.get("env/num_kept", 0.0)) > 0
   return float(metrics.get("env/invalid_frac", 1.0)) < 1.0
 
 
-def step_scalars(metrics: Mapping[str, Any], settings: StepSettings) -> dict[str, float]:
+def step_scalars(metrics: Mapping[str, Any], settings: Settings) -> dict[str, float]:
   """The TensorBoard scalars of one step's host metrics (module docstring); values that do not exist at this step
   (no env update, no valid env task, an env-less variant) are left out rather than written as 0."""
 
@@ -111,14 +112,13 @@ def step_scalars(metrics: Mapping[str, Any], settings: StepSettings) -> dict[str
     return {tag: float(metrics[name]) for name, tag in table.items() if name in metrics}
 
   out = pick(_ALWAYS)
-  if settings.agent_minibatches > 1:
+  if settings.agent.grpo.minibatches > 1:
     out.update(pick(_OFF_POLICY))
   if settings.num_fresh:
     out.update(pick(_ENV_WRITES))
     if float(metrics.get("env/invalid_frac", 1.0)) < 1.0:
       out.update(pick(_FRESH_TASKS))
-    out["curriculum/band_low"] = settings.alpha - settings.k_min
-    out["curriculum/band_high"] = settings.alpha + settings.k_min
+    out["curriculum/band_low"], out["curriculum/band_high"] = settings.env.curriculum.band
   if env_updated(metrics, settings):
     out.update(pick(_ENV_UPDATE))
   pools = ("train", "env") if settings.num_fresh else ("train",)
@@ -142,11 +142,11 @@ def aligned_bin_edges(values: np.ndarray, grid: float) -> np.ndarray:
   return (np.arange(lo, hi + 2) - 0.5) * grid
 
 
-def step_histograms(metrics: Mapping[str, Any], settings: StepSettings) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def step_histograms(metrics: Mapping[str, Any], settings: Settings) -> dict[str, tuple[np.ndarray, np.ndarray]]:
   """{tag: (values, bin edges)} of the valid fresh tasks' p̂ and difficulty."""
   out = {}
   for name, tag, grid in (
-    ("hist/p_hat", "curriculum/p_hat", 1.0 / settings.group_size),
+    ("hist/p_hat", "curriculum/p_hat", 1.0 / settings.agent.grpo.group_size),
     ("hist/difficulty", "curriculum/difficulty", 1.0),
   ):
     if name in metrics:
@@ -160,17 +160,20 @@ def step_histograms(metrics: Mapping[str, Any], settings: StepSettings) -> dict[
 def examples_table(
   metrics: Mapping[str, Any], tokenizer: Any, domain: Any, success_threshold: float
 ) -> list[list[str]] | None:
-  """The step's example tasks as table rows: task, env text, gold answer, difficulty, p̂, the first rollout, its
-  reward, and a ✓ / ✗ mark (invalid env output is shown as such)."""
+  """The step's example tasks (spread over p̂ from the lowest to the highest: `step.examples_across_p_hat`) as table
+  rows: task, env text ("(replayed)" for a task drawn from D_train), gold answer, difficulty, p̂, the first rollout,
+  its reward, and whether it counts as a success (✓ / ✗); invalid env output is shown as such."""
   if "examples/prompt_ids" not in metrics:
     return None
   gold = getattr(domain, "gold_answer", None)
   env_tokens = metrics.get("examples/env_tokens")
-  rows = [["task (agent prompt)", "env wrote", "gold", "difficulty", "p̂", "agent's first rollout", "reward", ""]]
+  fresh = metrics.get("examples/fresh")
+  rows = [["task (agent prompt)", "env wrote", "gold", "difficulty", "p̂", "agent's first rollout", "reward", "success"]]
   for i in range(len(metrics["examples/prompt_ids"])):
     valid = bool(metrics["examples/valid"][i])
     reward = float(metrics["examples/reward"][i])
-    env_text = tokenizer.decode(env_tokens[i]) if env_tokens is not None and i < len(env_tokens) else "(replayed)"
+    written = env_tokens is not None and i < len(env_tokens) and (fresh is None or bool(fresh[i]))
+    env_text = tokenizer.decode(env_tokens[i]) if written else "(replayed)"
     if not valid:
       rows.append(["(invalid)", repr(env_text), "", "", "", "", "", "invalid"])
       continue
@@ -208,33 +211,39 @@ def device_peak_memory_gib() -> float | None:
   return None if peak is None else peak / 2**30
 
 
-def log_run_start(writer: Any, config: Any, settings: StepSettings) -> None:
+def log_run_start(writer: Any, config: Any, settings: Settings) -> None:
   """The config as text, and the custom-scalars layout that draws p̂ beside the α band (when an env writes tasks)."""
   writer.text(0, "run/config", f"```\n{config}\n```")
   if settings.num_fresh:
-    writer.custom_scalars({"curriculum": {"mean p̂ of the env's tasks, with the α band": list(P_HAT_CHART)}})
+    writer.custom_scalars({"curriculum": {"mean p̂ of the env's tasks, over the α band (shaded)": P_HAT_CHART}})
 
 
 def log_step(writer: Any, run: Any, step: int, metrics: Mapping[str, Any], extra: Mapping[str, float]) -> None:
-  """One logged step: its scalars (`step_scalars`) plus `extra` (loop timings, learning rates), tokens/s, memory,
-  the k/G-aligned histograms and the examples table."""
+  """One logged step: its scalars (`step_scalars`) plus `extra` (learning rates), the k/G-aligned histograms and the
+  examples table."""
   settings = run.coevolution.settings
-  scalars = {**step_scalars(metrics, settings), **extra}
-  step_s = extra.get("perf/step_s")
-  if step_s:
-    scalars["perf/agent_tokens_per_s"] = float(metrics["agent/tokens"]) / step_s
-    if settings.num_fresh:
-      scalars["perf/env_tokens_per_s"] = float(metrics["env/tokens"]) / step_s
+  writer.scalars(step, {**step_scalars(metrics, settings), **extra})
+  for tag, (values, edges) in step_histograms(metrics, settings).items():
+    writer.histogram(step, tag, values, edges=edges)
+  table = examples_table(metrics, run.tokenizer, run.domain, settings.domain.success_threshold)
+  if table is not None:
+    writer.text(step, "curriculum/examples", table)
+
+
+def log_perf(writer: Any, run: Any, step: int, metrics: Mapping[str, Any], seconds: Mapping[str, float]) -> None:
+  """Where the time of the steps since the last logged one went, per step (`loop.PhaseTimes.per_step`: `step`,
+  `eval`, `checkpoint`, `log`, adding up to `wall`), written once they are all done; tokens/s of the step's sampling
+  (this step's tokens over the mean step time); peak memory."""
+  scalars = {f"perf/{name}_s": s for name, s in seconds.items()}
+  if seconds.get("step", 0) > 0:
+    scalars["perf/agent_tokens_per_s"] = float(metrics["agent/tokens"]) / seconds["step"]
+    if run.coevolution.settings.num_fresh:
+      scalars["perf/env_tokens_per_s"] = float(metrics["env/tokens"]) / seconds["step"]
   scalars["perf/host_peak_memory_gib"] = host_peak_memory_gib()
   device_peak = device_peak_memory_gib()
   if device_peak is not None:
     scalars["perf/device_peak_memory_gib"] = device_peak
   writer.scalars(step, scalars)
-  for tag, (values, edges) in step_histograms(metrics, settings).items():
-    writer.histogram(step, tag, values, edges=edges)
-  table = examples_table(metrics, run.tokenizer, run.domain, settings.success_threshold)
-  if table is not None:
-    writer.text(step, "curriculum/examples", table)
 
 
 def log_eval(writer: Any, step: int, result: Mapping[str, Any]) -> None:

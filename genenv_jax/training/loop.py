@@ -83,7 +83,7 @@ PROGRESS_KEYS = ("agent/reward_mean", "env/p_hat_mean", "env/band_frac", "env/di
 def evaluate_heldout(run: Run, eval_fn, agent_params) -> dict[str, Any]:
   """Greedy accuracy on the held-out set (`heldout_record`)."""
   rewards, difficulty = shd.to_host((eval_fn(agent_params, run.heldout), run.heldout.difficulty), run.mesh)
-  return heldout_record(rewards >= run.coevolution.settings.success_threshold, difficulty)
+  return heldout_record(rewards >= run.coevolution.settings.domain.success_threshold, difficulty)
 
 
 def heldout_record(correct: np.ndarray, difficulty: np.ndarray) -> dict[str, Any]:
@@ -191,9 +191,8 @@ def warm_start(
           seed,
           w.get("env_copy_frac", 0.0),
           w.get("env_targets", "nearby"),
-          env_p_hat_values(w.get("env_p_hats", "unknown"), co.settings.group_size),
-          co.settings.alpha,
-          co.settings.k_min,
+          env_p_hat_values(w.get("env_p_hats", "unknown"), co.settings.agent.grpo.group_size),
+          co.settings.env.curriculum,
         ),
         steps,
         w.batch_size,
@@ -223,7 +222,7 @@ def static_augmentation(run: Run, state: CoevolutionState, rounds: int) -> Coevo
 
   def one_round(state):
     key, k_seed, k_env = jax.random.split(jax.random.wrap_key_data(state.rng), 3)
-    seeds, _, env_pool = pools.sample(state.env_pool, k_seed, s.num_seeds, step=state.step)
+    seeds, _, env_pool = pools.sample(state.env_pool, k_seed, s.env.num_seeds, step=state.step)
     seeds = {**seeds, "known": jnp.zeros_like(seeds["valid"])}
     _, out, tasks = co.generate_tasks(state.env, seeds, k_env)
     rows = {
@@ -466,7 +465,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
         writer.close()
         return summary.data
       if config.mode == "static":
-        state = static_augmentation(run, state, config.pools.static_rounds)
+        state = static_augmentation(run, state, run.coevolution.settings.pools.static_rounds)
       summary.data["warm_start"] = {
         "seconds": time.time() - t0,
         "heldout_accuracy_before": about.get("heldout_accuracy_before"),
@@ -494,6 +493,29 @@ def _checkpoint_write(checkpointer: Checkpointer, step: int):
         else "No earlier checkpoint: fix the directory and rerun."
       )
     ) from None
+
+
+class PhaseTimes:
+  """Wall time of the loop's phases over a span of steps. `per_step()`: each phase's seconds per step, `step` being
+  the rest of the span's wall time (dispatching and running the jitted step, the summary rows), so that the phases add
+  up to the wall time per step (`wall`)."""
+
+  def __init__(self, clock: Callable[[], float] = time.time):
+    self.clock, self.start, self.steps, self.seconds = clock, clock(), 0, {"eval": 0.0, "checkpoint": 0.0, "log": 0.0}
+
+  @contextlib.contextmanager
+  def phase(self, name: str):
+    t0 = self.clock()
+    try:
+      yield
+    finally:
+      self.seconds[name] += self.clock() - t0
+
+  def per_step(self) -> dict[str, float]:
+    n = max(self.steps, 1)
+    wall = (self.clock() - self.start) / n
+    out = {name: s / n for name, s in self.seconds.items()}
+    return {"wall": wall, "step": wall - sum(out.values()), **out}
 
 
 def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer, started, log) -> dict[str, Any]:
@@ -532,37 +554,37 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
       add_row(row_step, _host_metrics(figures, run.mesh))
 
   step = start
-  timings: dict[str, float] = {}  # the loop's phases since the last logged step, in seconds
+  timings = PhaseTimes()  # the loop's phases over the steps since the last logged one
   while step < config.total_steps:
-    t0 = time.time()
     with jax.set_mesh(run.mesh):
       state, metrics = step_fn(state)
     step += 1
+    timings.steps += 1
     write_unwritten()  # the step before this one: finished by now
-    if step % config.log_every == 0 or step == config.total_steps:
+    logged = step % config.log_every == 0 or step == config.total_steps
+    if logged:
       host = _host_metrics(metrics, run.mesh)  # waits for the step
       add_row(step, host)
-      t_log = time.time()
-      extra = {"perf/step_s": t_log - t0, **{f"perf/{k}_s": v for k, v in timings.items()}, **learning_rates(host)}
-      log_tags.log_step(writer, run, step, host, extra)
-      record = summary.data["steps"][-1]
-      progress.update(step, {k: float(host[k]) for k in PROGRESS_KEYS if k in host and _reported(k, record)})
-      timings = {"log": time.time() - t_log}
+      with timings.phase("log"):
+        log_tags.log_step(writer, run, step, host, learning_rates(host))
+        record = summary.data["steps"][-1]
+        progress.update(step, {k: float(host[k]) for k in PROGRESS_KEYS if k in host and _reported(k, record)})
     else:
       unwritten.append((step, _summary_metrics(metrics)))
     if step % config.eval_every == 0 or step == config.total_steps:
-      t_eval = time.time()
-      evaluate_and_log(step)
-      timings["eval"] = timings.get("eval", 0.0) + time.time() - t_eval
+      with timings.phase("eval"):
+        evaluate_and_log(step)
     preempted = guard.should_stop(step)
-    t_save = time.time()
-    with _checkpoint_write(checkpointer, step):
-      saved = checkpointer.save(step, state, metadata={"step": step}, force=preempted or step == config.total_steps)
-    if saved:  # the checkpoint waited for the step: its row goes into summary.json with it
-      write_unwritten()
+    with timings.phase("checkpoint"):
+      with _checkpoint_write(checkpointer, step):
+        saved = checkpointer.save(step, state, metadata={"step": step}, force=preempted or step == config.total_steps)
+      if saved:  # the checkpoint waited for the step: its row goes into summary.json with it
+        write_unwritten()
+      summary.write()
+    if logged:  # this step's phases included: the figures of step N describe steps up to N
+      log_tags.log_perf(writer, run, step, host, timings.per_step())
+      timings = PhaseTimes()
     writer.flush()  # a remote (gs://) logdir uploads only what changed, so TensorBoard follows the run live
-    summary.write()
-    timings["checkpoint"] = timings.get("checkpoint", 0.0) + time.time() - t_save
     if preempted:
       log(f"preemption signal: saved the checkpoint at step {step}; exiting")
       break

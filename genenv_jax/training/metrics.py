@@ -236,16 +236,23 @@ class MetricsWriter:
     )
     self._add(step, summary)
 
-  def custom_scalars(self, charts: Mapping[str, Mapping[str, Sequence[str]]]) -> None:
-    """Lays out TensorBoard's custom-scalars dashboard: {category: {chart title: [tags drawn together]}}."""
+  def custom_scalars(self, charts: Mapping[str, Mapping[str, Sequence[str] | Mapping[str, str]]]) -> None:
+    """Lays out TensorBoard's custom-scalars dashboard: {category: {chart title: chart}}, a chart being a list of tags
+    drawn together (lines), or {"value": tag, "lower": tag, "upper": tag}: the value's line over a shaded band
+    between the two others (TensorBoard's margin chart)."""
     if not self.enabled:
       return
     layout = layout_pb2.Layout()
     for category, titled in charts.items():
       cat = layout.category.add(title=category)
       for title, tags in titled.items():
-        # each tag as an anchored regular expression, so that one chart shows exactly these series
-        cat.chart.add(title=title).multiline.tag.extend([f"^{re.escape(t)}$" for t in tags])
+        chart = cat.chart.add(title=title)
+        if isinstance(tags, Mapping):
+          if set(tags) != {"value", "lower", "upper"}:
+            raise ValueError(f"a margin chart names 'value', 'lower' and 'upper' tags, got {sorted(tags)}")
+          chart.margin.series.add(**tags)
+        else:  # each tag as an anchored regular expression, so that one chart shows exactly these series
+          chart.multiline.tag.extend([f"^{re.escape(t)}$" for t in tags])
     summary = summary_pb2.Summary()
     summary.value.add(
       tag=custom_scalar_metadata.CONFIG_SUMMARY_TAG,

@@ -17,6 +17,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from genenv_jax.coevolution.settings import CurriculumSettings
 from genenv_jax.rl.logprobs import response_logprobs
 from genenv_jax.rl.updates import gradient_step
 from genenv_jax.tasks.base import Domain
@@ -91,8 +92,7 @@ def sft_batches(
   env_copy_frac: float = 0.0,
   env_targets: str = "nearby",
   p_hat_values: Sequence[float] = (),
-  alpha: float = 0.5,
-  k_min: float = 0.1,
+  curriculum: CurriculumSettings = CurriculumSettings(),
 ) -> dict[str, np.ndarray]:
   """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask).
 
@@ -101,8 +101,9 @@ def sft_batches(
   it is unbiased); with "variation", one local edit of seed i (`domain.seed_variations`, arithmetic only), so that the
   env learns to write tasks close to its seed; with "rate_directed", for each p̂ its prompt shows, a seed one level
   harder when p̂ is above the α band, one level easier when below it, of the same level inside it
-  (`rate_directed_partners`; "nearby_level" where p̂ is unknown), so that the env starts from the rule "harder when
-  the agent solves the seed often" and the curriculum refines it (it needs `p_hat_values`).
+  (`rate_directed_partners`, with `curriculum`'s α and k_min; "nearby_level" where p̂ is unknown), so that the env
+  starts from the rule "harder when the agent solves the seed often" and the curriculum refines it (it needs
+  `p_hat_values`).
 
   The env's prompt shows its seed's success rate p̂. Seeds have none, so each prompt shows "unknown"; with
   `p_hat_values` every pair appears once more per value, its prompt showing that p̂ and (but for "rate_directed") its
@@ -130,7 +131,7 @@ def sft_batches(
       )
     rng = np.random.default_rng(seed)
     difficulty = np.asarray(seeds["difficulty"])
-    partners = [rate_directed_partners(difficulty, rng, p, alpha, k_min) for p in shown]
+    partners = [rate_directed_partners(difficulty, rng, p, curriculum.alpha, curriculum.k_min) for p in shown]
     targets = [(seeds["env_ids"][j], seeds["env_mask"][j]) for j in partners]
   elif env_targets == "variation":
     if not hasattr(domain, "seed_variations"):

@@ -82,8 +82,8 @@ def test_coevolve_on_api_bank_export_and_chat_in_transformers(qwen2_dirs, shared
   seeds = run.domain.seed_tasks()
   agent_prompt = tok.decode(seeds["prompt_ids"][0][seeds["prompt_mask"][0] > 0].tolist(), skip_special=False)
   assert agent_prompt.startswith("<|im_start|>") and agent_prompt.endswith("<|im_start|>assistant\n")
-  assert run.coevolution.settings.agent_sampling.eos_ids[0] == IM_END
-  assert run.coevolution.settings.agent_sampling.pad_id == ENDOFTEXT
+  assert run.coevolution.settings.agent.sampling.eos_ids[0] == IM_END
+  assert run.coevolution.settings.agent.sampling.pad_id == ENDOFTEXT
 
   workdir = tmp_path / "run"
   summary = train(config, str(workdir), log=lambda *_: None)

@@ -149,7 +149,7 @@ class MalformedEnv(Coevolution):
   def generate_tasks(self, env_params, seeds, key):
     prompts, out, _ = super().generate_tasks(env_params, seeds, key)
     n, length = out.tokens.shape
-    eos = self.settings.env_sampling.eos_ids[0]
+    eos = self.settings.env.sampling.eos_ids[0]
     random_ids = jax.random.randint(jax.random.key(7), (n, length), 0, 512)
     kind = jnp.arange(n) % 3
     tokens = jnp.where((kind == 0)[:, None], random_ids, jnp.where((kind == 1)[:, None], eos, 5))
@@ -170,9 +170,21 @@ def test_malformed_env_output_is_counted_and_never_crashes():
   assert int(state.train_pool.valid.sum()) == 64 and int(state.env_pool.valid.sum()) == 64
 
 
+def agent_lr(lr: float) -> type:
+  """A Coevolution whose agent learns at `lr`, which the settings refuse (0, NaN): swapped in after them."""
+  from genenv_jax.rl.updates import make_optimizer
+
+  class AgentLearningRate(Coevolution):
+    def __init__(self, agent_graphdef, env_graphdef, domain, _, env_optimizer, settings):
+      optimizer = make_optimizer(lr, 0.0, 1.0, eps=1e-8, warmup_steps=10)
+      super().__init__(agent_graphdef, env_graphdef, domain, optimizer, env_optimizer, settings)
+
+  return AgentLearningRate
+
+
 def test_non_finite_update_is_skipped_and_counted():
-  config = tiny_config(mode="grpo", **{"agent.optimizer.lr": float("nan")})  # replayed seeds: every mini-batch learns
-  _, state, history, _ = run_steps(config, 2, devices=jax.devices()[:1])
+  config = tiny_config(mode="grpo")  # replayed seeds: every mini-batch learns
+  _, state, history, _ = run_steps(config, 2, devices=jax.devices()[:1], coevolution_cls=agent_lr(float("nan")))
   assert int(state.skipped_agent) == 2 * config.agent.grpo.minibatches
   ref = build(config, devices=jax.devices()[:1])[1]
   jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), state.agent, ref.agent)
@@ -196,9 +208,9 @@ def test_ablations_run(overrides):
 
 
 def test_bad_settings_are_rejected():
-  with pytest.raises(ValueError, match="mode 'nonsense'"):
+  with pytest.raises(ValueError, match="mode = 'nonsense': must be one of 'coevolve', 'static', 'grpo'"):
     build(tiny_config(mode="nonsense"), devices=jax.devices()[:1])
-  with pytest.raises(ValueError, match="env_samples_per_seed >= 2"):
+  with pytest.raises(ValueError, match="env.samples_per_seed = 1: the 'pg' objective needs >= 2"):
     build(tiny_config(**{"env.objective": "pg"}), devices=jax.devices()[:1])
 
 
@@ -215,10 +227,9 @@ def test_reference_per_minibatch_under_remat_at_the_sampling_temperature():
       "agent.grpo.minibatches": 2,
       "agent.sampling.temperature": 0.7,
       "agent.logprob_chunk": 2,
-      "agent.optimizer.lr": 0.0,
     }
   )
-  _, state, history, _ = run_steps(config, 1, devices=jax.devices()[:1])
+  _, state, history, _ = run_steps(config, 1, devices=jax.devices()[:1], coevolution_cls=agent_lr(0.0))
   m = history[0]
   assert float(m["agent/num_tokens"]) > 0
   np.testing.assert_allclose(float(m["agent/ratio_mean"]), 1.0, atol=1e-5)  # T = 1 scoring gives 1.00013 here
@@ -255,3 +266,14 @@ def test_d_env_admits_the_tasks_kept_in_the_band_or_every_valid_one(admits):
   generated = int(state.env_pool.valid.sum()) - config.domain.num_seeds
   assert generated == (kept if admits == "band" else fresh)
   assert int(state.train_pool.valid.sum()) - config.domain.num_seeds == fresh  # D_train takes every valid task
+
+
+def test_examples_are_spread_over_p_hat_from_lowest_to_highest():
+  from genenv_jax.coevolution.step import examples_across_p_hat
+
+  p_hat = jnp.asarray([0.5, 0.1, 0.9, 0.3, 0.7, 0.0, 1.0, 0.2])
+  valid = jnp.asarray([True, True, True, True, True, False, True, True])
+  picked = np.asarray(p_hat[examples_across_p_hat(p_hat, valid, 4)])
+  np.testing.assert_allclose(picked, [0.1, 0.3, 0.7, 1.0])  # lowest valid, highest, evenly between; never the invalid
+  few = examples_across_p_hat(p_hat, jnp.arange(8) < 2, 4)  # two valid: both, then invalid ones
+  assert set(np.asarray(few[:2]).tolist()) == {0, 1} and len(few) == 4

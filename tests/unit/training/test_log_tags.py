@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 from event_checks import constant_zero_and_duplicate_tags, text_table
 
-from genenv_jax.coevolution.step import StepSettings
+from genenv_jax.coevolution.settings import AgentSettings, EnvSettings, GrpoSettings, PoolSettings, Settings
 from genenv_jax.models.tokenizer import load_tokenizer
 from genenv_jax.training import log_tags
 from genenv_jax.training.metrics import MetricsWriter, read_scalars, read_tensors
 
-COEVOLVE = StepSettings(num_seeds=4, num_replay=2, group_size=10)
+COEVOLVE = Settings(
+  agent=AgentSettings(grpo=GrpoSettings(group_size=10)), env=EnvSettings(num_seeds=4), pools=PoolSettings(num_replay=2)
+)
 
 
 def step_metrics(**over):
@@ -94,14 +96,16 @@ def test_env_less_variants_log_no_env_or_curriculum_tags():
   grpo = dataclasses.replace(COEVOLVE, mode="grpo")
   tags = log_tags.step_scalars(step_metrics(), grpo)
   assert not [t for t in tags if t.startswith(("env/", "pool/env_", "curriculum/")) and "replay" not in t]
-  random = dataclasses.replace(COEVOLVE, env_train=False)
+  random = dataclasses.replace(COEVOLVE, env=dataclasses.replace(COEVOLVE.env, train=False))
   tags = log_tags.step_scalars(step_metrics(), random)
   assert "curriculum/p_hat_mean" in tags and not [t for t in tags if t.startswith("env/") and t != "env/output_len"]
 
 
 def test_ratio_and_ppo_clipping_only_with_several_minibatches():
   assert "agent/ratio_mean" not in log_tags.step_scalars(step_metrics(), COEVOLVE)
-  tags = log_tags.step_scalars(step_metrics(), dataclasses.replace(COEVOLVE, agent_minibatches=2))
+  tags = log_tags.step_scalars(
+    step_metrics(), dataclasses.replace(COEVOLVE, agent=AgentSettings(grpo=GrpoSettings(group_size=10, minibatches=2)))
+  )
   assert {"agent/ratio_mean", "agent/ratio_max", "agent/ppo_clip_frac"} <= set(tags)
 
 
@@ -154,13 +158,15 @@ def test_log_step_writes_aligned_histograms_and_a_marked_examples_table(tmp_path
     }
   )
   with MetricsWriter(str(tmp_path)) as writer:
-    log_tags.log_step(writer, Run(), 5, metrics, {"perf/step_s": 2.0})
+    log_tags.log_step(writer, Run(), 5, metrics, {})
+    log_tags.log_perf(writer, Run(), 5, metrics, {"wall": 2.5, "step": 2.0, "eval": 0.5, "checkpoint": 0.0, "log": 0.0})
   assert read_scalars(str(tmp_path))["perf/agent_tokens_per_s"][0][1] == pytest.approx(50.0)
   buckets = np.asarray(read_tensors(str(tmp_path), "histograms")["curriculum/p_hat"][0][1])
   assert buckets[:, 2].sum() == 3  # the invalid task (-1) is left out
   centres = (buckets[:, 0] + buckets[:, 1]) / 2
   np.testing.assert_allclose(centres[buckets[:, 2] > 0], [0.2, 0.5], atol=1e-6)
   table = text_table(str(tmp_path), "curriculum/examples")
+  assert all(table[0]) and table[0][-1] == "success"  # every column headed
   assert table.shape == (3, 8) and "'7'" in table[1] and "✓" in table[1] and "✗" in table[2] and "'2'" in table[2]
 
 
@@ -179,3 +185,37 @@ def test_the_constant_zero_and_duplicate_detector_finds_both():
     {"a": [(1, 0.0), (2, 0.0)], "b": [(1, 1.0), (2, 2.0)], "c": [(1, 1.0), (2, 2.0)], "d": [(1, 1.0), (2, 1.0)]}
   )
   assert zero == ["a"] and dups == [("b", "c")]
+
+
+def test_the_alpha_band_is_a_shaded_margin_chart_under_mean_p_hat(tmp_path):
+  from tensorboard.plugins.custom_scalar import layout_pb2
+
+  with MetricsWriter(str(tmp_path)) as writer:
+    log_tags.log_run_start(writer, "config", COEVOLVE)
+  [(_, value)] = read_tensors(str(tmp_path), "custom_scalars")["custom_scalars__config__"]
+  [category] = layout_pb2.Layout.FromString(value.item()).category
+  [chart] = category.chart
+  [series] = chart.margin.series
+  assert (series.value, series.lower, series.upper) == (
+    "curriculum/p_hat_mean",
+    "curriculum/band_low",
+    "curriculum/band_high",
+  )
+  assert not chart.multiline.tag  # a band, not two more lines
+
+
+def test_phase_times_add_up_to_the_wall_time_per_step():
+  from genenv_jax.training.loop import PhaseTimes
+
+  now = [0.0]
+  times = PhaseTimes(clock=lambda: now[0])
+  for _ in range(5):  # five steps of 1 s, one evaluation of 2 s, a checkpoint of 0.5 s at each step
+    now[0] += 1.0
+    times.steps += 1
+    with times.phase("checkpoint"):
+      now[0] += 0.5
+  with times.phase("eval"):
+    now[0] += 2.0
+  per = times.per_step()
+  assert per == pytest.approx({"wall": 1.9, "step": 1.0, "eval": 0.4, "checkpoint": 0.5, "log": 0.0})
+  assert per["step"] + per["eval"] + per["checkpoint"] + per["log"] == pytest.approx(per["wall"])

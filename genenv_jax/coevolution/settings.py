@@ -1,0 +1,376 @@
+"""The run's settings: one typed tree that mirrors the config's sections, the only place that names, defaults and checks
+a setting of the co-evolution step.
+
+  Settings(mode, domain: DomainSettings, agent: AgentSettings, env: EnvSettings, pools: PoolSettings)
+  AgentSettings(sampling: SamplingParams, logprob_chunk, grpo: GrpoSettings, optimizer: OptimizerSettings)
+  EnvSettings(train, objective, sampling: SamplingParams, logprob_chunk, num_seeds, samples_per_seed,
+              curriculum: CurriculumSettings, kl_coef, max_kl, kl_cap_mode, optimizer: OptimizerSettings)
+
+Each section is a frozen dataclass named for its config section (config.env.curriculum -> EnvSettings.curriculum), its
+fields named as the config's keys, each declared once with its default, its test and what it allows (`setting`). A
+section checks its own fields, and the constraints between them, in `__post_init__`; choice fields take their options
+from the code that dispatches on them (the step's MODES, rl.grpo's estimators, ...), so the lists cannot drift. The
+tree is hashable: it is static in the jitted step, as the sampler's own `SamplingParams` (which carries the sampling
+section, checks itself, and travels as is from the config to the sampler and the log-probs).
+
+`from_config(config, domain, tokenizer)` walks the ConfigDict once; a key a config lacks takes its default (configs
+saved before a key existed), and every bad value is listed at once (`SettingsError`). `to_config(section)` is the
+inverse for the config files: they start from the defaults and override what their run changes.
+
+Sections the step does not read (the models' shapes, the domain's tasks, the warm start, the run's schedule) are
+checked by training/config_checks.py, which keeps only those and what crosses into them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Iterable, Mapping
+
+import ml_collections
+
+from genenv_jax.coevolution.step import ENV_OBJECTIVES, ENV_POOL_ADMITS, MODES
+from genenv_jax.rl.curriculum import KL_CAP_MODES
+from genenv_jax.rl.grpo import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS
+from genenv_jax.sampling.sampler import SamplingParams
+
+
+class SettingsError(ValueError):
+  """Settings with bad values; the message lists every one, a line each ("key = value: must be ...")."""
+
+
+# ---- tests of one value (also used by training/config_checks.py for the sections outside the tree) ---------------
+
+
+def is_int(v: Any) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_real(v: Any) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def positive(v: Any) -> bool:
+  return is_real(v) and v > 0
+
+
+def non_negative(v: Any) -> bool:
+  return is_real(v) and v >= 0
+
+
+def unit(v: Any) -> bool:
+  return is_real(v) and 0 <= v <= 1
+
+
+def boolean(v: Any) -> bool:
+  return isinstance(v, bool)
+
+
+def count(minimum: int) -> Callable[[Any], bool]:
+  return lambda v: is_int(v) and v >= minimum
+
+
+def choice(options: Iterable[str]) -> tuple[Callable[[Any], bool], str]:
+  """(test, allowed) for a value that must be one of `options` (a registry's keys or a tuple of names)."""
+  options = tuple(options)
+  return (lambda v: v in options), "one of " + ", ".join(repr(o) for o in options)
+
+
+def mix(v: Any) -> bool:
+  """Non-negative fractions that sum to 1 (the pools' (base, old, new) draws)."""
+  values = list(v) if isinstance(v, (list, tuple)) else None
+  return bool(values) and all(non_negative(x) for x in values) and abs(sum(values) - 1.0) <= 1e-6
+
+
+MIX = "non-negative fractions that sum to 1"
+
+
+# ---- the machinery: a field with its test, a nested section, the walk over a ConfigDict ---------------------------
+
+
+def setting(default: Any, test: Callable[[Any], bool], allowed: str, convert: Callable | None = None) -> Any:
+  """A settings field: its one default, the test a value must pass, and the words for what it allows. `convert`
+  normalises a config's value (a JSON list -> tuple) before the test."""
+  return dataclasses.field(default=default, metadata={"test": test, "allowed": allowed, "convert": convert})
+
+
+def section(cls: type, **defaults: Any) -> Any:
+  """A nested section (its own dataclass), defaulting to `cls(**defaults)`."""
+  return dataclasses.field(default_factory=lambda: cls(**defaults), metadata={"section": cls, "defaults": defaults})
+
+
+# the sampling keys a config's sampling section holds; the others come from the domain and the tokenizer
+SAMPLING_KEYS = ("temperature", "top_k", "top_p", "prefill_rows", "kv_cache")
+
+
+def sampling_field(max_new_tokens: int) -> Any:
+  """A `SamplingParams` field (the sampler's own frozen settings); `max_new_tokens` only for a tree built in code."""
+  return dataclasses.field(
+    default_factory=lambda: SamplingParams(max_new_tokens=max_new_tokens), metadata={"sampling": True}
+  )
+
+
+class Section:
+  """A frozen settings dataclass that checks itself: every field's test, then `constraints` between its fields."""
+
+  def __post_init__(self):
+    found = self.problems_of({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+    if found:
+      raise SettingsError(f"invalid {type(self).__name__}:\n  " + "\n  ".join(found))
+
+  @classmethod
+  def problems_of(cls, values: Mapping[str, Any], path: str = "") -> list[str]:
+    """Every bad value among `values` (field -> value), each named by its config key (`path` + field)."""
+    out = []
+    for f in dataclasses.fields(cls):
+      test = f.metadata.get("test")
+      if test is not None and f.name in values and not test(values[f.name]):
+        out.append(f"{path}{f.name} = {values[f.name]!r}: must be {f.metadata['allowed']}")
+    return out or cls.constraints(values, path)
+
+  @classmethod
+  def constraints(cls, values: Mapping[str, Any], path: str) -> list[str]:
+    """Problems between this section's fields (called once each field passes its own test)."""
+    return []
+
+
+def _read(
+  cls: type,
+  node: Any,
+  path: str,
+  fixed: Mapping[str, Mapping[str, Any]],
+  out: list[str],
+  defaults: Mapping[str, Any] | None = None,
+) -> Any:
+  """`cls` from the config node at `path` (None where a value is bad; its problem appended to `out`). `fixed` holds
+  values from outside the config (by field path), `defaults` a parent's defaults for fields the node lacks."""
+  values: dict[str, Any] = dict(defaults or {})
+  bad_parts = False
+  for f in dataclasses.fields(cls):
+    present = node is not None and f.name in node
+    if "section" in f.metadata:
+      sub = node[f.name] if present else None
+      defaults = {k: v for k, v in f.metadata["defaults"].items() if sub is None or k not in sub}
+      part = _read(f.metadata["section"], sub, f"{path}{f.name}.", fixed, out, defaults)
+    elif "sampling" in f.metadata:
+      sub = node[f.name] if present else {}
+      given = {k: sub[k] for k in SAMPLING_KEYS if k in sub}
+      try:
+        part = dataclasses.replace(f.default_factory(), **given, **fixed.get(f"{path}{f.name}", {}))
+      except (TypeError, ValueError) as e:  # the sampler's own check
+        out.append(f"{path}{f.name}: {e}")
+        part = None
+    elif present:
+      convert = f.metadata.get("convert")
+      part = convert(node[f.name]) if convert is not None and node[f.name] is not None else node[f.name]
+    else:
+      continue
+    bad_parts |= part is None
+    values[f.name] = part
+  if bad_parts:
+    return None
+  found = cls.problems_of(values, path)
+  out.extend(found)
+  return None if found else cls(**values)
+
+
+def to_config(settings: Any) -> ml_collections.ConfigDict:
+  """A section as the ConfigDict a config file holds (its sampling as the config's sampling keys only)."""
+  out = {}
+  for f in dataclasses.fields(settings):
+    value = getattr(settings, f.name)
+    if "section" in f.metadata:
+      out[f.name] = to_config(value)
+    elif "sampling" in f.metadata:
+      out[f.name] = ml_collections.ConfigDict({k: getattr(value, k) for k in SAMPLING_KEYS})
+    else:
+      out[f.name] = value
+  return ml_collections.ConfigDict(out)
+
+
+# ---- the sections -----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSettings(Section):
+  """AdamW with a linear warm-up (rl.updates.make_optimizer). lr: the paper's 1e-6 for a 7B agent (5e-7 for the env,
+  EnvSettings); the clip threshold also feeds the step's clipped-fraction metric (the optimizer clips)."""
+
+  lr: float = setting(1e-6, positive, "a number > 0")
+  weight_decay: float = setting(0.0, non_negative, "a number >= 0")
+  max_grad_norm: float = setting(1.0, positive, "a number > 0")
+  eps: float = setting(1e-8, positive, "a number > 0")
+  warmup_steps: int = setting(10, count(0), "an integer >= 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class GrpoSettings(Section):
+  """The agent's GRPO update (rl.grpo.grpo_loss): the official GenEnv / veRL defaults (configs/default.py says where
+  the demo departs from them and why)."""
+
+  group_size: int = setting(8, count(2), "an integer >= 2 (GRPO compares rollouts within a group)")
+  advantage: str = setting("grpo", *choice(ADVANTAGE_ESTIMATORS))
+  clip_low: float = setting(0.2, lambda v: is_real(v) and 0 <= v < 1, "a number in [0, 1)")
+  clip_high: float = setting(0.2, non_negative, "a number >= 0")
+  kl_coef: float = setting(0.001, non_negative, "a number >= 0")
+  kl_estimator: str = setting("k3", *choice(KL_ESTIMATORS))
+  entropy_coef: float = setting(0.0, is_real, "a finite number")
+  loss_agg: str = setting("token-mean", *choice(LOSS_AGGREGATIONS))
+  minibatches: int = setting(1, count(1), "an integer >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class CurriculumSettings(Section):
+  """The α-curriculum (GenEnv, arXiv 2512.19682, Section 3; rl.curriculum): R_env = exp(-β (p̂ - α)²), the band
+  |p̂ - α| <= k_min, RWR weights ∝ exp(λ R_env).
+
+  α = 0.5, k_min = 0.1, λ = 1: the paper. β: unstated there; 10 makes R_env(0) = R_env(1) = exp(-2.5) ≈ 0.08 against
+  R_env(0.4) ≈ 0.90, so trivial and impossible tasks score about 11x lower than near-target ones."""
+
+  alpha: float = setting(0.5, unit, "a number in [0, 1] (the target success rate)")
+  beta: float = setting(10.0, positive, "a number > 0")
+  k_min: float = setting(0.1, unit, "a number in [0, 1] (the band's half-width)")
+  rwr_lambda: float = setting(1.0, positive, "a number > 0")
+
+  @classmethod
+  def constraints(cls, values, path):
+    alpha, k_min = (values.get(k, getattr(cls, k)) for k in ("alpha", "k_min"))
+    if 0 <= alpha - k_min and alpha + k_min <= 1:
+      return []
+    return [
+      f"{path}alpha ± k_min = {alpha} ± {k_min}: the band [{alpha - k_min:g}, {alpha + k_min:g}] must lie inside [0, 1]"
+    ]
+
+  @property
+  def band(self) -> tuple[float, float]:
+    """The α band's limits (α - k_min, α + k_min)."""
+    return self.alpha - self.k_min, self.alpha + self.k_min
+
+
+@dataclasses.dataclass(frozen=True)
+class DomainSettings(Section):
+  """What the step reads of the domain section (the rest builds the domain: benchmarks.registry)."""
+
+  success_threshold: float = setting(0.5, unit, "a number in [0, 1] (R_agent >= it counts as a success for p̂)")
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSettings(Section):
+  """The agent: its sampling (the sampler's SamplingParams), log-prob chunking, GRPO and optimizer."""
+
+  sampling: SamplingParams = sampling_field(max_new_tokens=8)
+  logprob_chunk: int = setting(512, count(1), "an integer >= 1")  # response positions per LM-head chunk
+  grpo: GrpoSettings = section(GrpoSettings)
+  optimizer: OptimizerSettings = section(OptimizerSettings)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSettings(Section):
+  """The env simulator: whether and how it trains, its sampling, the curriculum it is trained toward.
+
+  kl_coef 0.001: KL(π_env ‖ π_env,init) on its task tokens, weak so that the env keeps pace with the agent (DESIGN.md,
+  "The env can lag the agent"); max_kl 0.05 nats/token per update, scaled (rl.curriculum.kl_cap_scale), guards its
+  stability instead."""
+
+  train: bool = setting(True, boolean, "true or false (false: GenEnv-Random, the env samples but never learns)")
+  objective: str = setting("rwr", *choice(ENV_OBJECTIVES))
+  sampling: SamplingParams = sampling_field(max_new_tokens=16)
+  logprob_chunk: int = setting(512, count(1), "an integer >= 1")
+  num_seeds: int = setting(8, count(1), "an integer >= 1 (env prompts per step)")
+  samples_per_seed: int = setting(1, count(1), "an integer >= 1 (K env samples per prompt)")
+  curriculum: CurriculumSettings = section(CurriculumSettings)
+  kl_coef: float = setting(0.001, non_negative, "a number >= 0")
+  max_kl: float = setting(0.05, positive, "a number > 0")
+  kl_cap_mode: str = setting("scale", *choice(KL_CAP_MODES))
+  optimizer: OptimizerSettings = section(OptimizerSettings, lr=5e-7)
+
+  @classmethod
+  def constraints(cls, values, path):
+    k = values.get("samples_per_seed", cls.samples_per_seed)
+    if values.get("objective", cls.objective) == "pg" and k < 2:
+      return [f"{path}samples_per_seed = {k}: the 'pg' objective needs >= 2 (a group per seed)"]
+    return []
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolSettings(Section):
+  """D_train (replayed tasks) and D_env (the env's seed tasks): capacities and how each draws (rl.pools)."""
+
+  train_capacity: int = setting(8192, count(1), "an integer >= 1")
+  env_capacity: int = setting(8192, count(1), "an integer >= 1")
+  num_replay: int = setting(0, count(0), "an integer >= 0 (tasks re-drawn from D_train per step)")
+  replay_mix: tuple[float, float, float] = setting((0.5, 0.25, 0.25), mix, MIX, convert=tuple)  # base, old, new
+  env_seed_mix: tuple[float, float, float] = setting((0.5, 0.25, 0.25), mix, MIX, convert=tuple)
+  env_admits: str = setting("band", *choice(ENV_POOL_ADMITS))  # which fresh tasks join D_env
+  new_window: int = setting(1, count(1), "an integer >= 1")
+  keep_seeds: bool = setting(True, boolean, "true or false")
+  static_rounds: int = setting(8, count(1), "an integer >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings(Section):
+  """The whole tree the step, the warm start, the loop and the logs read (module docstring)."""
+
+  mode: str = setting("coevolve", *choice(MODES))
+  domain: DomainSettings = section(DomainSettings)
+  agent: AgentSettings = section(AgentSettings)
+  env: EnvSettings = section(EnvSettings)
+  pools: PoolSettings = section(PoolSettings)
+
+  @classmethod
+  def constraints(cls, values, path):
+    """The rows each phase samples and trains on: they must exist, and split as the config asks."""
+    out = []
+    mode, agent, env, pools = (values.get(k) for k in ("mode", "agent", "env", "pools"))
+    if not (agent and env and pools):
+      return out
+    env_rows = env.num_seeds * env.samples_per_seed if mode == "coevolve" else 0
+    agent_rows = (env_rows + pools.num_replay) * agent.grpo.group_size
+    if agent_rows == 0:
+      out.append(
+        f"{path}pools.num_replay = 0: mode {mode!r} trains only on replayed tasks, so it needs pools.num_replay >= 1"
+      )
+    minibatches = agent.grpo.minibatches
+    if agent_rows % minibatches:
+      out.append(
+        f"{path}agent.grpo.minibatches = {minibatches}: must divide the agent's {agent_rows} rows per step "
+        "((env.num_seeds x env.samples_per_seed + pools.num_replay) x agent.grpo.group_size)"
+      )
+    for who, rows in (("agent", agent_rows), ("env", env_rows)):
+      chunk = values[who].sampling.prefill_rows
+      if rows and 0 < chunk < rows and rows % chunk:
+        out.append(
+          f"{path}{who}.sampling.prefill_rows = {chunk}: must divide the {rows} rows the {who} samples at once"
+        )
+    return out
+
+  @property
+  def num_fresh(self) -> int:
+    """Env tasks written per step (0 unless the mode co-evolves)."""
+    return self.env.num_seeds * self.env.samples_per_seed if self.mode == "coevolve" else 0
+
+
+def problems(config: ml_collections.ConfigDict, fixed: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+  """Every bad value of the config's settings, one line each; empty when they are valid."""
+  out: list[str] = []
+  _read(Settings, config, "", fixed or {}, out)
+  return out
+
+
+def from_config(config: ml_collections.ConfigDict, domain: Any = None, tokenizer: Any = None) -> Settings:
+  """The settings tree of a config. `domain` and `tokenizer` fix what the config does not hold: each model's decode
+  length (the domain's answer and task lengths) and the token ids (EOS, padding, the tokenizer's vocabulary, which a
+  checkpoint's embedding may pad past); without them these keep the sampler's defaults (the tree then checks the
+  config alone). Raises SettingsError listing every bad value."""
+  fixed = {}
+  if tokenizer is not None:
+    ids = dict(eos_ids=tuple(tokenizer.eos_ids), pad_id=tokenizer.pad_id, vocab_limit=tokenizer.vocab_size)
+    fixed = {"agent.sampling": dict(ids), "env.sampling": dict(ids)}
+  if domain is not None:
+    fixed.setdefault("agent.sampling", {})["max_new_tokens"] = domain.agent_answer_len
+    fixed.setdefault("env.sampling", {})["max_new_tokens"] = domain.env_output_len
+  out: list[str] = []
+  settings = _read(Settings, config, "", fixed, out)
+  if out:
+    raise SettingsError(f"invalid settings ({len(out)} bad value{'s' * (len(out) > 1)}):\n  " + "\n  ".join(out))
+  return settings

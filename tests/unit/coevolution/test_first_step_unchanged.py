@@ -1,0 +1,63 @@
+"""The settings refactor (issue 33: one settings tree) changes how the step is configured, not what it computes: the
+default config's initial state and its first co-evolution step are the same, bit for bit, as before it.
+
+The references below were produced by this test's `state_digest` on the code before the refactor (commit b8dc475),
+on one CPU device. XLA's numerics differ across backends and CPU features, so the test runs on the CPU only."""
+
+import hashlib
+
+import jax
+import numpy as np
+import pytest
+from coevolution_configs import tiny_config
+
+from configs.default import get_config
+from genenv_jax.coevolution.build import build
+
+# state_digest(initial state), state_digest(state after one step), on the default config (no warm start), b8dc475.
+# The second config takes the other branches: the policy-gradient env objective with K = 2, two GRPO mini-batches, seeds
+# drawn from D_env, every valid task admitted to D_env.
+REFERENCE = {
+  "default": {
+    "initial": "7a3a38f263e5fd9c510459dec80741b58dd4eff7f98ea39531550cc7d6c51710",
+    "after_one_step": "66db2e8de75a4173c3f1ee2f887acfbf46f302be53a88acbfc95fd77486a18a5",
+  },
+  "tiny_pg": {
+    "initial": "55cdc955ebbd5c75824c04ecd7a76cfab1d131657dd3e4873dc86e14d4aaaad5",
+    "after_one_step": "c88a11b93bd9128c5a5bcc19435f8ca01d15c65d94341611ddf40a7cdc74d8d3",
+  },
+}
+TINY_PG = {
+  "env.objective": "pg",
+  "env.samples_per_seed": 2,
+  "env.num_seeds": 4,
+  "agent.grpo.minibatches": 2,
+  "pools.env_seed_mix": (0.25, 0.5, 0.25),
+  "pools.env_admits": "valid",
+}
+
+
+def config_of(name: str):
+  return get_config() if name == "default" else tiny_config(**TINY_PG)
+
+
+def state_digest(state) -> str:
+  """sha256 over the state's tree structure and every leaf's shape, dtype and bytes (host order)."""
+  leaves, treedef = jax.tree.flatten(state)
+  h = hashlib.sha256(str(treedef).encode())
+  for leaf in leaves:
+    a = np.asarray(jax.device_get(leaf))
+    h.update(f"{a.shape}{a.dtype}".encode())
+    h.update(np.ascontiguousarray(a).tobytes())
+  return h.hexdigest()
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the references are CPU numerics")
+@pytest.mark.parametrize("name", list(REFERENCE))
+def test_first_step_is_bit_identical_to_before_the_settings_tree(name):
+  run, state = build(config_of(name), devices=jax.devices()[:1])
+  initial = state_digest(state)
+  with jax.set_mesh(run.mesh):
+    state, _ = run.coevolution.jit_step(run.state_shardings)(state)
+  digests = {"initial": initial, "after_one_step": state_digest(state)}
+  assert digests == REFERENCE[name]

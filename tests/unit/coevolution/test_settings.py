@@ -1,0 +1,157 @@
+"""The settings tree (genenv_jax/coevolution/settings.py): it mirrors the config, lists every bad value at once, is
+hashable, reads configs saved before a key existed, and is the only place that writes a curriculum default."""
+
+import ast
+import dataclasses
+import pathlib
+
+import jax
+import pytest
+
+from configs.default import VARIANTS, get_config
+from genenv_jax.coevolution import settings as st
+
+PACKAGE = pathlib.Path(st.__file__).parents[1]
+CONFIGS = PACKAGE.parent / "configs"
+
+
+def config_values(node, section) -> dict:
+  """The config's values of a section's keys (its sampling as the config's sampling keys)."""
+  return {k: node[k] for k in st.to_config(section)}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_tree_mirrors_every_variant_of_the_default_config(variant):
+  config = get_config(variant)
+  s = st.from_config(config)
+  assert s.mode == config.mode and s.domain.success_threshold == config.domain.success_threshold
+  for name in ("agent", "env", "pools"):
+    part = st.to_config(getattr(s, name)).to_dict()
+    given = config[name].to_dict()
+    assert part == {k: given[k] for k in part}, name
+  assert s.env.curriculum.alpha == config.env.curriculum.alpha and s.pools.replay_mix == tuple(config.pools.replay_mix)
+
+
+def test_every_bad_value_is_listed_at_once_with_its_key():
+  config = get_config()
+  config.env.curriculum.alpha = 1.5
+  config.agent.optimizer.lr = -1.0
+  config.pools.env_admits = "all"
+  config.agent.grpo.group_size = 1
+  with pytest.raises(st.SettingsError) as e:
+    st.from_config(config)
+  lines = str(e.value).splitlines()[1:]
+  assert [line.split(" = ")[0].strip() for line in lines] == [
+    "agent.grpo.group_size",
+    "agent.optimizer.lr",
+    "env.curriculum.alpha",
+    "pools.env_admits",
+  ]
+  assert "pools.env_admits = 'all': must be one of 'band', 'valid'" in str(e.value)
+
+
+def test_constraints_within_a_section_and_across_the_tree():
+  with pytest.raises(st.SettingsError, match=r"alpha ± k_min = 0.95 ± 0.1: the band \[0.85, 1.05\] must lie inside"):
+    st.CurriculumSettings(alpha=0.95)
+  config = get_config("grpo")
+  config.pools.num_replay = 0
+  assert st.problems(config) == [
+    "pools.num_replay = 0: mode 'grpo' trains only on replayed tasks, so it needs pools.num_replay >= 1"
+  ]
+
+
+def test_settings_are_hashable_static_arguments_of_a_jit():
+  a, b = st.from_config(get_config()), st.from_config(get_config())
+  assert a == b and hash(a) == hash(b) and a != st.from_config(get_config("pg"))
+  band_width = jax.jit(lambda x, c: x * (c.band[1] - c.band[0]), static_argnums=1)
+  assert float(band_width(1.0, a.env.curriculum)) == pytest.approx(0.2)
+
+
+def test_a_key_absent_from_an_older_config_reads_as_its_one_default():
+  config = get_config()
+  del config.pools["env_admits"]  # configs written before it existed
+  del config.env.optimizer["lr"]
+  s = st.from_config(config)
+  assert s.pools.env_admits == st.PoolSettings().env_admits == "band"
+  assert s.env.optimizer.lr == st.EnvSettings().optimizer.lr == 5e-7  # the env section's own default, not AdamW's
+
+
+def test_sampling_takes_the_domain_lengths_and_the_tokenizer_ids():
+  from coevolution_configs import arithmetic_domain
+
+  from genenv_jax.models.tokenizer import load_tokenizer
+
+  domain, tokenizer = arithmetic_domain(), load_tokenizer()
+  s = st.from_config(get_config(), domain, tokenizer)
+  assert s.agent.sampling.max_new_tokens == domain.agent_answer_len
+  assert s.env.sampling.max_new_tokens == domain.env_output_len
+  assert s.env.sampling.eos_ids == tuple(tokenizer.eos_ids) and s.agent.sampling.vocab_limit == tokenizer.vocab_size
+
+
+# calls whose `alpha` is another library's (matplotlib's opacity, optax's final learning-rate fraction)
+OTHER_ALPHAS = {"fill_between", "cosine_decay_schedule"}
+# files that may default such a name, and why
+ALLOWED = {
+  "genenv_jax/tasks/text_domain.py": "the text domains' own success threshold (1.0, a final pass); configs set it",
+}
+CURRICULUM_NAMES = {"alpha", "beta", "k_min", "rwr_lambda", "lam", "success_threshold", "threshold", "max_kl"}
+
+
+def _callee(call: ast.Call) -> str:
+  return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+
+
+def literal_defaults(path: pathlib.Path) -> list[str]:
+  """Numbers written for a curriculum setting: keyword arguments, parameter defaults, dict entries, `.get(key, n)`
+  fallbacks and constants named for one (DEFAULT_ALPHA = 0.5)."""
+  number = lambda node: isinstance(node, ast.Constant) and isinstance(node.value, (int, float))  # noqa: E731
+  named = lambda name: name.lower() in CURRICULUM_NAMES or name.lower().removeprefix("default_") in CURRICULUM_NAMES  # noqa: E731
+  found = []
+  for node in ast.walk(ast.parse(path.read_text())):
+    where = f"{path.relative_to(PACKAGE.parent)}:{getattr(node, 'lineno', 0)}"
+    if isinstance(node, ast.Call) and _callee(node) not in OTHER_ALPHAS:
+      found += [f"{where} {k.arg}={k.value.value}" for k in node.keywords if k.arg and named(k.arg) and number(k.value)]
+    if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+      args = node.args
+      positional = args.posonlyargs + args.args
+      pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+      pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+      found += [f"{where} def {a.arg}={d.value}" for a, d in pairs if named(a.arg) and number(d)]
+    elif isinstance(node, ast.Dict):
+      for k, v in zip(node.keys, node.values):
+        if isinstance(k, ast.Constant) and isinstance(k.value, str) and named(k.value) and number(v):
+          found.append(f"{where} {k.value!r}: {v.value}")
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+      if len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        if named(node.args[0].value) and number(node.args[1]):
+          found.append(f"{where} .get({node.args[0].value!r}, {node.args[1].value})")
+    elif isinstance(node, ast.Assign) and number(node.value):
+      found += [f"{where} {t.id} = {node.value.value}" for t in node.targets if isinstance(t, ast.Name) and named(t.id)]
+  return found
+
+
+def test_the_curriculum_defaults_are_written_only_in_the_settings_tree():
+  files = sorted(PACKAGE.rglob("*.py")) + sorted(CONFIGS.glob("*.py"))
+  found = [
+    hit
+    for path in files
+    if path != pathlib.Path(st.__file__) and str(path.relative_to(PACKAGE.parent)) not in ALLOWED
+    for hit in literal_defaults(path)
+  ]
+  assert found == []
+
+
+def test_the_literal_search_finds_what_it_looks_for(tmp_path):
+  planted = PACKAGE / "_planted_for_the_test.py"
+  try:
+    planted.write_text(
+      "DEFAULT_ALPHA = 0.5\n"
+      "def f(x, k_min=0.1, *, beta=10.0): return x\n"
+      "f(1, threshold=0.5)\n"
+      "c = {'rwr_lambda': 1.0}\n"
+      "c.get('alpha', 0.5)\n"
+    )
+    assert len(literal_defaults(planted)) == 6
+  finally:
+    planted.unlink()
+  assert dataclasses.fields(st.CurriculumSettings)  # the tree itself declares them

@@ -172,7 +172,8 @@ class Coevolution:
     response_mask,
     with_entropy: bool = False,
   ):
-    """log π_T of the response (and its entropy) at the sampling temperature T that produced it (rl.logprobs)."""
+    """log π of the response (and its entropy) under the policy that sampled it: its temperature, vocabulary limit,
+    top-k and top-p (rl.logprobs), so an on-policy ratio is 1."""
     return response_logprobs(
       nnx.merge(graphdef, params),
       prompt_ids,
@@ -180,9 +181,8 @@ class Coevolution:
       response,
       response_mask,
       with_entropy,
-      temperature=sampling_params.temperature,
+      policy=sampling_params,
       chunk_size=chunk_size,
-      vocab_limit=sampling_params.vocab_limit,
     )
 
   def agent_update(

@@ -1,8 +1,10 @@
 """The settings refactor (issue 33: one settings tree) changes how the step is configured, not what it computes: the
 default config's initial state and its first co-evolution step are the same, bit for bit, as before it.
 
-The references below were produced by this test's `state_digest` on the code before the refactor (commit b8dc475),
-on one CPU device. XLA's numerics differ across backends and CPU features, so the test runs on the CPU only."""
+The references below were produced by this test's `state_digest` on the code before the refactor (commit b8dc475,
+with the log-probs of issue 34's `sampling.policy_logprobs`, merged beside it: z_y - logsumexp(z) rounds differently
+from log_softmax, so the step after it differs from b8dc475's in the last bits; b8dc475 + that change and the settings
+tree + that change give the same digests), on one CPU device. XLA's numerics differ across backends and CPU features, so the test runs on the CPU only."""
 
 import hashlib
 
@@ -14,17 +16,17 @@ from coevolution_configs import tiny_config
 from configs.default import get_config
 from genenv_jax.coevolution.build import build
 
-# state_digest(initial state), state_digest(state after one step), on the default config (no warm start), b8dc475.
+# state_digest(initial state), state_digest(state after one step), on the default config (no warm start).
 # The second config takes the other branches: the policy-gradient env objective with K = 2, two GRPO mini-batches, seeds
 # drawn from D_env, every valid task admitted to D_env.
 REFERENCE = {
   "default": {
     "initial": "7a3a38f263e5fd9c510459dec80741b58dd4eff7f98ea39531550cc7d6c51710",
-    "after_one_step": "66db2e8de75a4173c3f1ee2f887acfbf46f302be53a88acbfc95fd77486a18a5",
+    "after_one_step": "19635422e74cdaad3133fd04917fa0d3b7423ea0e206b8a3946beceec814124f",
   },
   "tiny_pg": {
     "initial": "55cdc955ebbd5c75824c04ecd7a76cfab1d131657dd3e4873dc86e14d4aaaad5",
-    "after_one_step": "c88a11b93bd9128c5a5bcc19435f8ca01d15c65d94341611ddf40a7cdc74d8d3",
+    "after_one_step": "2abfef69a4d214b97a759c4727a6a14719e985cef3449f90626e730894c66d5b",
   },
 }
 TINY_PG = {

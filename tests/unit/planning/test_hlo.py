@@ -42,7 +42,8 @@ StackFrames
 %inner_body (p: (s32[])) -> (s32[]) {
   %p = (s32[]) parameter(0)
   %x = s32[64]{0} parameter(1)
-  %cp = (s32[64]{0}, s32[64]{0}, u32[], u32[]) collective-permute-start(%x), channel_id=1, source_target_pairs={{0,1},{1,0}}, metadata={op_name="jit(step)/ppermute" stack_frame_id=2}
+  %cp = (s32[64]{0}, s32[64]{0}, u32[], u32[]) collective-permute-start(%x), channel_id=1, \
+source_target_pairs={{0,1},{1,0}}, metadata={op_name="jit(step)/ppermute" stack_frame_id=2}
   %rs = f32[32]{0} reduce-scatter(%y), channel_id=2, replica_groups=[1,4]<=[4], dimensions={0}, to_apply=%add
   ROOT %t = (s32[]) tuple(%i)
 }
@@ -68,7 +69,8 @@ StackFrames
 
 ENTRY %main (a: f32[2,16]) -> f32[8,16] {
   %a = f32[2,16]{1,0} parameter(0)
-  %ag = f32[8,16]{1,0} all-gather(%a), channel_id=5, replica_groups=mesh['axis_0'=4] {'axis_0'}, dimensions={0}, metadata={op_name="jit(step)/dot_general" stack_frame_id=1}
+  %ag = f32[8,16]{1,0} all-gather(%a), channel_id=5, replica_groups=mesh['axis_0'=4] \
+{'axis_0'}, dimensions={0}, metadata={op_name="jit(step)/dot_general" stack_frame_id=1}
   %w = (s32[]) while(%t0), condition=%outer_cond, body=%outer_body
   %mosaic = f32[8] custom-call(%a), custom_call_target="tpu_custom_call"
   %win = (s32[]) while(%t0), condition=%unknown_cond, body=%windowed_dot_general_body_ag.1

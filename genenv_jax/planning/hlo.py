@@ -9,7 +9,8 @@ returns one `HloCollective` per collective instruction:
             all-reduce 2(n-1)/n of the array, all-to-all (n-1)/n of the array, collective-permute the whole buffer
             (n = the replica group's size);
   executions how many times it runs in one call: the product of the trip counts of the while loops around it. A
-            loop's trip count is read from its condition (`compare(counter, constant N), direction=LT`); a loop that
+            loop's trip count is read from its condition (`compare(counter, constant N), direction=LT`) and the step
+            its body adds to the counter (XLA steps an unrolled loop's counter by 2): ceil(N / step); a loop that
             also stops early (the sampler's decode, which ends when every row is done) counts its bound, every row
             decoding its full budget, as planning.analytic does; a loop whose bound cannot be read counts once and
             is listed in `unknown_loops`;
@@ -201,23 +202,70 @@ def _computations(text: str) -> tuple[dict[str, list[str]], str]:
   return comps, entry
 
 
-def _trip_count(cond: list[str]) -> int | None:
-  """The bound N of a loop condition `counter < N` (the largest constant compared with LT), or None."""
-  constants = {}
-  for line in cond:
+def _constants(lines: list[str]) -> dict[str, int]:
+  """name -> value of the integer scalar constants among `lines`."""
+  out = {}
+  for line in lines:
     m = _INSTR.match(line)
     if m and m.group(3) == "constant":
       c = re.match(r"(-?\d+)\)", m.group(4))
       if c:
-        constants[m.group(1)] = int(c.group(1))
-  bounds = []
+        out[m.group(1)] = int(c.group(1))
+  return out
+
+
+def _tuple_index(lines: list[str], name: str) -> int | None:
+  """The tuple index of `name` where it is a get-tuple-element of the computation's parameter."""
+  for line in lines:
+    m = _INSTR.match(line)
+    if m and m.group(1) == name and m.group(3) == "get-tuple-element":
+      k = re.search(r"index=(\d+)", line)
+      return int(k.group(1)) if k else None
+  return None
+
+
+def _operands(rest: str) -> list[str]:
+  return re.findall(r"%([\w.\-]+)", rest.split(")")[0])
+
+
+def _counter_step(body: list[str], counter: int) -> int:
+  """What the loop body adds to tuple element `counter`: the constant c of the `add(counter, c)` that the body's ROOT
+  tuple returns at that position (1 where it is not such an add)."""
+  lines = {m.group(1): m for line in body if (m := _INSTR.match(line))}
+  root = next((m for line in body if line.lstrip().startswith("ROOT") and (m := _INSTR.match(line))), None)
+  if root is None or root.group(3) != "tuple":
+    return 1
+  outputs = re.findall(r"%([\w.\-]+)", root.group(4))
+  nxt = lines.get(outputs[counter]) if counter < len(outputs) else None
+  if nxt is None or nxt.group(3) != "add":
+    return 1
+  constants = _constants(body)
+  ops = _operands(nxt.group(4))
+  steps = [constants[o] for o in ops if o in constants]
+  if steps and steps[0] > 0 and any(_tuple_index(body, o) == counter for o in ops):
+    return steps[0]
+  return 1
+
+
+def _trip_count(cond: list[str], body: list[str]) -> int | None:
+  """The trip count of a loop `i < N` whose body adds a constant step to i (XLA unrolls some loops, the collective
+  matmuls' by two, and steps their counter by 2): ceil(N / step), the counter starting at 0. None where no such
+  bound is found."""
+  constants = _constants(cond)
+  bound = counter = None
   for line in cond:
     m = _INSTR.match(line)
     if m and m.group(3) == "compare" and "direction=LT" in line:
-      for name in re.findall(r"%([\w.\-]+)", m.group(4).split(")")[0]):
-        if name in constants:
-          bounds.append(constants[name])
-  return max(bounds) if bounds else None
+      ops = _operands(m.group(4))
+      limits = [constants[o] for o in ops if o in constants]
+      others = [o for o in ops if o not in constants]
+      if limits and (bound is None or limits[0] > bound):
+        bound = limits[0]
+        counter = _tuple_index(cond, others[0]) if others else None
+  if bound is None:
+    return None
+  step = _counter_step(body, counter) if counter is not None else 1
+  return -(-bound // step)
 
 
 def _multiplicities(comps: dict[str, list[str]], entry: str) -> tuple[dict[str, int], list[str]]:
@@ -239,7 +287,9 @@ def _multiplicities(comps: dict[str, list[str]], entry: str) -> tuple[dict[str, 
       if opcode == "while":
         body = re.search(r"body=%?([\w.\-]+)", rest)
         cond = re.search(r"condition=%?([\w.\-]+)", rest)
-        trips = _trip_count(comps.get(cond.group(1), [])) if cond else None
+        trips = (
+          _trip_count(comps.get(cond.group(1), []), comps.get(body.group(1), []) if body else []) if cond else None
+        )
         if trips is None:
           unknown.append(m.group(1))
         if body:

@@ -87,8 +87,9 @@ class Confirmation:
   fits: bool
   peak: int
   utilisation: float
-  components: Mapping[str, int]
+  components: Mapping[str, int]  # empty where the compiler gave up (note)
   target: str
+  note: str = ""  # the compiler's out-of-memory error, where it refused the program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +97,7 @@ class Basis:
   """What every candidate shares: the config's workload, both ModelConfigs, the chip and the verdict's margin."""
 
   workload: object  # planning.analytic.Workload of the config
+  devices: int  # chips of the slice
   agent_model: object  # models.config.ModelConfig
   env_model: object
   chip: object  # planning.costs.Chip
@@ -178,20 +180,19 @@ def _chunks(rows: int, shards: int, name: str) -> list[int]:
   return [0] + [p for p in divisors(rows)[:-1] if not divisibility_warnings({name: p}, shards)]
 
 
-def candidates(config, devices: int, agent_model, env_model) -> list[Candidate]:
-  """Every valid candidate for `config` on `devices` chips (see the module docstring for what valid means)."""
+def candidates(config, basis: Basis) -> list[Candidate]:
+  """Every valid candidate for `config` on its Basis's chips (see the module docstring for what valid means)."""
   from genenv_jax.models.config import REMAT_POLICIES
   from genenv_jax.models.transformer import KV_CACHE_KINDS
   from genenv_jax.planning.costs import divisibility_warnings
-  from genenv_jax.planning.workload import workload_of
   from genenv_jax.training.config_checks import problems
 
+  devices, w = basis.devices, basis.workload
   own = given(config, devices)
-  w = workload_of(config, _lengths(config))
   env_samples, env_trains = w.env_rows > 0, w.env_rows > 0 and w.env_train
   out = []
   for tensor in divisors(devices):
-    if not (splits_evenly(agent_model, tensor) and splits_evenly(env_model, tensor)):
+    if not (splits_evenly(basis.agent_model, tensor) and splits_evenly(basis.env_model, tensor)):
       continue
     fsdp = devices // tensor
     if divisibility_warnings({"env rows": w.env_rows, "agent rows": w.agent_rows}, fsdp):
@@ -202,8 +203,9 @@ def candidates(config, devices: int, agent_model, env_model) -> list[Candidate]:
     agent_chunks = _chunks(w.agent_rows, fsdp, "agent prefill rows")
     env_chunks = _chunks(w.env_rows, fsdp, "env prefill rows") if env_samples else [own.env_prefill_rows]
     for m, ap, ep in itertools.product(minibatches, agent_chunks, env_chunks):
-      shape = dataclasses.replace(own, minibatches=m, agent_prefill_rows=ap, env_prefill_rows=ep, data=1, fsdp=fsdp)
-      shape = dataclasses.replace(shape, tensor=tensor)
+      shape = dataclasses.replace(
+        own, minibatches=m, agent_prefill_rows=ap, env_prefill_rows=ep, data=1, fsdp=fsdp, tensor=tensor
+      )
       if problems(apply(config, shape)):  # the run's own checks, on what remat and the cache kind do not change
         continue
       for ar, er, ak, ek in itertools.product(
@@ -232,7 +234,7 @@ def basis_of(config, devices: int, chip_name: str, usable_fraction: float = 0.9,
   from genenv_jax.planning.workload import workload_of
 
   agent_mc, env_mc = models_of(config, attention)
-  return Basis(workload_of(config, _lengths(config)), agent_mc, env_mc, costs.chip(chip_name), usable_fraction)
+  return Basis(workload_of(config, _lengths(config)), devices, agent_mc, env_mc, costs.chip(chip_name), usable_fraction)
 
 
 @functools.lru_cache(maxsize=64)
@@ -291,20 +293,40 @@ def rank(evaluated: Iterable[tuple[Candidate, Figures]], own: Candidate) -> list
   )
 
 
+OUT_OF_MEMORY = ("resource_exhausted", "ran out of memory", "out of memory")
+
+
+def out_of_memory(message: str) -> bool:
+  """Whether a compile error says the program does not fit the device's memory."""
+  return any(m in message.lower() for m in OUT_OF_MEMORY)
+
+
+def _check_confirm(n: int) -> None:
+  if not isinstance(n, int) or n < 0:
+    raise ValueError(f"--fit_confirm must be an integer >= 0 (0 = analytic only), got {n!r}")
+
+
 def confirm(
   ranked: Sequence[Ranked], config, compile_fn: Callable[[object], dict], n: int, log=print
 ) -> list[Confirmation]:
   """Compiles the first `n` ranked candidates that fit by the analytic figures (compile_fn: a config -> planner.plan's
-  result) and returns what each gave, in rank order, stopping at the first whose compiled peak fits."""
-  if n < 0:
-    raise ValueError(f"--fit_confirm must be >= 0 (0 = analytic only), got {n}")
+  result) and returns what each gave, in rank order, stopping at the first whose compiled peak fits. A compile that
+  the compiler refuses for want of memory (the TPU compiler does so where the program exceeds HBM) counts as not
+  fitting, with the error as its note."""
+  _check_confirm(n)
   out = []
   for i, r in enumerate(ranked[:n]):
     if not r.figures.fits:
       break
     if log:
       log(f"confirming #{i + 1}: {override_line(overrides(config, r.candidate)) or '(the config as given)'}")
-    res = compile_fn(apply(config, r.candidate))
+    try:
+      res = compile_fn(apply(config, r.candidate))
+    except RuntimeError as e:
+      if not out_of_memory(str(e)):
+        raise
+      out.append(Confirmation(i, False, 0, 0.0, {}, "", note=str(e).strip().splitlines()[0][:300]))
+      continue
     out.append(
       Confirmation(
         rank=i,
@@ -364,12 +386,11 @@ def search(
   from genenv_jax.planning import costs, planner
   from genenv_jax.training.config_checks import validate
 
-  if confirm_n < 0:
-    raise ValueError(f"--fit_confirm must be >= 0 (0 = analytic only), got {confirm_n}")
+  _check_confirm(confirm_n)
   validate(config)
   own = given(config, devices)
   basis = basis_of(config, devices, chip_name, usable_fraction, attention)
-  found = candidates(config, devices, basis.agent_model, basis.env_model)
+  found = candidates(config, basis)
   if not found:
     raise ValueError(
       f"plan --fit: no valid setting of the memory knobs for {devices} chips: the agent's {basis.workload.agent_rows} "
@@ -398,16 +419,16 @@ def search(
     "usable_bytes": usable_fraction * basis.chip.hbm_bytes,
     "candidates": len(ranked),
     "fitting_analytic": fitting,
-    "given": _entry(config, rank([(own, evaluate(basis, own))], own)[0], -1),
+    "given": _entry(config, Ranked(own, evaluate(basis, own), 0), -1),
     "ranked": [_entry(config, r, i) for i, r in enumerate(ranked[:KEEP])],
     "confirmed": [{**dataclasses.asdict(c), "rank": c.rank + 1, "components": dict(c.components)} for c in checked],
     "best": _entry(config, best, ranked.index(best)) if best else None,
     "best_compiled": bool(chosen),
   }
   if best is None:
-    components = checked[0].components if checked else ranked[0].figures.components
-    name, size, knob = biggest(components)
-    how = "by the compiler" if checked else "by the analytic model"
+    compiled = next((c.components for c in checked if c.components), None)
+    name, size, knob = biggest(compiled or ranked[0].figures.components)
+    how = "by the compiler" if compiled else "by the analytic model"
     result["none_fits"] = {"component": name, "bytes": size, "knob": knob, "judged": how}
   if log:
     log(format_fit(result, costs.fmt_bytes))
@@ -430,7 +451,9 @@ def format_fit(r: dict, fmt_bytes: Callable[[float], str]) -> str:
     )
   for c in r["confirmed"]:
     lines.append(
-      f"  compiled #{c['rank']} ({c['target']}): peak {fmt_bytes(c['peak'])} ({c['utilisation']:.0%} of HBM), "
+      f"  compiled #{c['rank']}: the compiler refused it: {c['note']}"
+      if c["note"]
+      else f"  compiled #{c['rank']} ({c['target']}): peak {fmt_bytes(c['peak'])} ({c['utilisation']:.0%} of HBM), "
       f"{'fits' if c['fits'] else 'does not fit'}"
     )
   best = r["best"]

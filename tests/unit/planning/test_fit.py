@@ -42,7 +42,7 @@ class Searched:
 def _searched(config) -> Searched:
   basis = fit.basis_of(config, CHIPS, "v6e")
   own = fit.given(config, CHIPS)
-  evaluated = [(c, fit.evaluate(basis, c)) for c in fit.candidates(config, CHIPS, basis.agent_model, basis.env_model)]
+  evaluated = [(c, fit.evaluate(basis, c)) for c in fit.candidates(config, basis)]
   return Searched(config, basis, own, evaluated, fit.rank(evaluated, own))
 
 
@@ -94,7 +94,7 @@ def test_candidates_fix_the_knobs_of_an_env_that_neither_samples_nor_trains():
   c = _v6e8()
   c.mode = "grpo"
   basis = fit.basis_of(c, CHIPS, "v6e")
-  cands = fit.candidates(c, CHIPS, basis.agent_model, basis.env_model)
+  cands = fit.candidates(c, basis)
   assert {(x.env_prefill_rows, x.env_remat, x.env_kv_cache) for x in cands} == {(0, "full", "auto")}
   assert {x.agent_kv_cache for x in cands} == {"auto", "int8"}
 
@@ -172,7 +172,7 @@ def test_confirm_drops_a_candidate_the_compiler_rejects_and_takes_the_next(long_
   assert [(c.rank, c.fits) for c in checked] == [(0, False), (1, True)]
   assert checked[1].peak == 20 * GIB
   assert fit.confirm(s.ranked, s.config, compiler, 0, log=None) == []
-  with pytest.raises(ValueError, match="fit_confirm must be >= 0"):
+  with pytest.raises(ValueError, match="fit_confirm must be an integer >= 0"):
     fit.confirm(s.ranked, s.config, compiler, -1, log=None)
 
 
@@ -212,6 +212,30 @@ def test_search_names_the_biggest_component_when_nothing_fits_the_analytic_model
   assert "no candidate fits (analytic)" in lines[-1]
 
 
+def test_confirm_counts_a_compile_refused_for_memory_as_not_fitting(long_prompt):
+  s = long_prompt
+  first = s.ranked[0].candidate
+  fits = FakeCompiler()
+
+  def compiler(config):
+    if fit.given(config, CHIPS) == first:
+      raise RuntimeError("RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm.")
+    return fits(config)
+
+  checked = fit.confirm(s.ranked, s.config, compiler, 2, log=None)
+  assert [(c.rank, c.fits, c.components == {}) for c in checked] == [(0, False, True), (1, True, False)]
+  assert checked[0].note.startswith("RESOURCE_EXHAUSTED")
+  lines = []
+  r = fit.search(s.config, CHIPS, "v6e", confirm_n=2, compile_fn=compiler, log=lines.append)
+  assert r["best"]["rank"] == 2 and "compiled #1: the compiler refused it: RESOURCE_EXHAUSTED" in lines[-1]
+
+  def broken(config):
+    raise RuntimeError("INTERNAL: something else")
+
+  with pytest.raises(RuntimeError, match="something else"):  # only a want of memory is a verdict
+    fit.confirm(s.ranked, s.config, broken, 2, log=None)
+
+
 # ---- the override line -----------------------------------------------------------------------------------------------
 
 
@@ -248,7 +272,7 @@ def test_override_line_round_trips_through_the_config_flags(long_prompt):
 
 def test_bad_inputs_give_clear_errors():
   config = _v6e8()
-  with pytest.raises(ValueError, match="fit_confirm must be >= 0"):
+  with pytest.raises(ValueError, match="fit_confirm must be an integer >= 0"):
     fit.search(config, CHIPS, "v6e", confirm_n=-1, log=None)
   with pytest.raises(ValueError, match="no valid setting of the memory knobs for 3 chips"):
     fit.search(_with(config, lambda c: setattr(c.mesh, "fsdp", -1)), 3, "v6e", confirm_n=0, log=None)

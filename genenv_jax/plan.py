@@ -30,7 +30,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the command-line flags on `flag_values` (a test lists them on a fresh FlagValues). Called on absl's FLAGS
   only when this module runs as a program, so that importing it next to another program's module with flags of the
   same name (tests, tools) never collides in absl's global registry."""
-  global _CONFIG, _DEVICES, _CHIP, _USABLE, _JSON, _LAYERS, _FAST, _NOCOMPILE, _ATTENTION, _TARGET, _HLO
+  global _CONFIG, _DEVICES, _CHIP, _USABLE, _JSON, _LAYERS, _FAST, _NOCOMPILE, _ATTENTION, _TARGET, _HLO, _FIT, _CONFIRM
   fv = flag_values
   _CONFIG = config_flags.DEFINE_config_file(
     "config",
@@ -98,6 +98,12 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     "Also write the compiled program's optimised HLO text to this path (collectives, kernels).",
     flag_values=fv,
   )
+  _FIT = flags.DEFINE_boolean(
+    "fit", False, "Search the memory knobs for the fastest setting that fits (planning.fit).", flag_values=fv
+  )
+  _CONFIRM = flags.DEFINE_integer(
+    "fit_confirm", 2, "--fit: compile the best N candidates to confirm the fit (0: analytic only).", flag_values=fv
+  )
   flags.mark_flags_as_required(["config"], flag_values=fv)
 
 
@@ -152,15 +158,23 @@ def main(argv) -> None:
     validate(_CONFIG.value)  # a ConfigError is a ValueError: one message listing every bad value, exit 2
     chip_name, devices = slice_of(_CONFIG.value, _DEVICES.value, _CHIP.value)
     virtual = _DEVICES.value is not None or _CHIP.value is not None
-    target, why = choose_target(_TARGET.value, _CONFIG.value, virtual, not _NOCOMPILE.value)
+    compiles = not _NOCOMPILE.value and not (_FIT.value and _CONFIRM.value == 0)
+    target, why = choose_target(_TARGET.value, _CONFIG.value, virtual, compiles)
     if why:
       print(f"plan: {why}", file=sys.stderr)
-    if target == "cpu" and not _NOCOMPILE.value:
+    if target == "cpu" and compiles:
       set_device_count(devices, _FAST.value)
     elif target == "tpu":
       use_cpu_runtime()
     kw = dict(usable_fraction=_USABLE.value, attention=_ATTENTION.value, target=target, hlo_path=_HLO.value)
-    if _LAYERS.value:
+    if _FIT.value:
+      from genenv_jax.planning import fit
+
+      if _LAYERS.value or _HLO.value:
+        raise ValueError("--fit compiles several candidates whole; it takes neither --layers nor --hlo")
+      confirm = _CONFIRM.value if compiles else 0
+      result = fit.search(_CONFIG.value, devices, chip_name, confirm, None, _USABLE.value, _ATTENTION.value, target)
+    elif _LAYERS.value:
       layers = tuple(int(x) for x in _LAYERS.value)
       if len(layers) != 2 or layers[0] == layers[1] or min(layers) <= 0:
         raise ValueError(f"--layers takes two different positive layer counts (e.g. 2,4), got {_LAYERS.value}")

@@ -207,7 +207,9 @@ def top_sources(report, n: int = 8) -> list[dict]:
   ]
 
 
-def _models(config, attention, num_layers):
+def models_of(config, attention: str | None = None, num_layers: int | None = None):
+  """(agent, env) ModelConfigs plan models for `config` (resolve_model with the tokenizer's vocabulary), both with
+  `attention` where given and `num_layers` where given; a ValueError when the two attention implementations differ."""
   from genenv_jax.models.tokenizer import load_tokenizer
 
   vocab = load_tokenizer(config.tokenizer or None).vocab_size
@@ -223,7 +225,7 @@ def _models(config, attention, num_layers):
   return agent_mc, env_mc
 
 
-def _lengths_without_compile(config) -> dict | None:
+def config_lengths(config) -> dict | None:
   """The built domain's four lengths where the config leaves one at 0 (--nocompile), else None (the config's)."""
   if all(int(config.domain.get(k, 0)) for k in LENGTHS):
     return None
@@ -232,6 +234,15 @@ def _lengths_without_compile(config) -> dict | None:
 
   domain = build_domain(config.domain, load_tokenizer(config.tokenizer or None), seed=config.seed)
   return {k: getattr(domain, k) for k in LENGTHS}
+
+
+def analytic_components(analysis) -> dict[str, int]:
+  """Per-chip bytes of each memory component (the plan_math.KNOBS keys) by the analytic model: the state's parts, and
+  the working set of the phase that peaks as "temporaries" (what a compiled program's components are)."""
+  return {
+    **{k: int(v) for k, v in analysis.memory["state"].items()},
+    "temporaries": int(sum(analysis.memory[analysis.peak_phase].values())),
+  }
 
 
 def plan(
@@ -258,9 +269,9 @@ def plan(
   chip_name, devices = slice_of(config, devices, chip_name)
   chip = plan_math.chip(chip_name)
   config, note = planning_domain(config) if compile_program else (config, None)
-  agent_mc, env_mc = _models(config, attention, num_layers)
+  agent_mc, env_mc = models_of(config, attention, num_layers)
   compiled = compile_step(config, agent_mc, env_mc, target, devices, hlo_path) if compile_program else None
-  lengths = compiled.lengths if compiled else _lengths_without_compile(config)
+  lengths = compiled.lengths if compiled else config_lengths(config)
   mesh_sizes = compiled.mesh_sizes if compiled else virtual_mesh_sizes(dict(config.mesh), devices)
   mesh_shape = plan_analytic.MeshShape(mesh_sizes["data"], mesh_sizes["fsdp"], mesh_sizes["tensor"])
   w = workload_of(config, lengths)
@@ -281,10 +292,7 @@ def plan(
     comp_dev, _ = state_components(compiled.state, compiled.memory.temporaries, devices)
     peak = compiled.memory.peak
   else:
-    comp_dev = {
-      **{k: int(v) for k, v in analysis.memory["state"].items()},
-      "temporaries": int(sum(analysis.memory[analysis.peak_phase].values())),
-    }
+    comp_dev = analytic_components(analysis)
     peak = int(analysis.peak_bytes)
   verdict = plan_math.fit_verdict(peak, chip.hbm_bytes, usable_fraction)
   advice = plan_math.rank_advice(comp_dev)

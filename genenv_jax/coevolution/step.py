@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
-from genenv_jax.parallel.sharding import constrain
+from genenv_jax.parallel.sharding import constrain, interleave_rows, interleaved_position, split_rows
 from genenv_jax.rl import curriculum, grpo, pools
 from genenv_jax.rl.logprobs import response_logprobs
 from genenv_jax.rl.updates import gradient_step, minibatch_updates
@@ -67,7 +67,9 @@ def _repeat(tree: Any, times: int) -> Any:
 
 
 def _concat(a: TaskBatch, b: TaskBatch) -> TaskBatch:
-  return jax.tree.map(lambda x, y: jnp.concatenate([x, y], axis=0), a, b)
+  """The fresh and replayed tasks in one batch, laid out shard by shard (sharding.interleave_rows): no device's rows
+  move. `_fresh_and_replayed` splits a per-task array of it back."""
+  return jax.tree.map(interleave_rows, a, b)
 
 
 def task_batch(rows: dict[str, jax.Array]) -> TaskBatch:
@@ -393,6 +395,11 @@ class Coevolution:
       }
     )
     pick = examples_across_p_hat(cur["p_hat"], tasks.valid, NUM_LOGGED_EXAMPLES)
+    n_tasks = tasks.valid.shape[0]
+    if s.num_fresh and s.pools.num_replay:
+      picked_fresh, fresh_row = interleaved_position(pick, s.num_fresh, n_tasks)
+    else:
+      picked_fresh, fresh_row = pick < s.num_fresh, pick
     metrics.update(  # tasks spread over p̂ (fresh and replayed alike) with their first rollout, for the text log
       {
         "examples/prompt_ids": tasks.prompt_ids[pick],
@@ -402,7 +409,7 @@ class Coevolution:
         "examples/p_hat": cur["p_hat"][pick],
         "examples/response": agent_out.tokens[pick * s.agent.grpo.group_size],
         "examples/reward": rewards[pick, 0],
-        "examples/fresh": pick < s.num_fresh,
+        "examples/fresh": picked_fresh,
       }
     )
 
@@ -410,7 +417,10 @@ class Coevolution:
     skipped_env = state.skipped_env
     if s.num_fresh:
       n = s.num_fresh
-      fresh_cur = curriculum.curriculum_targets(rewards[:n], fresh.valid, s.env.curriculum, s.domain.success_threshold)
+      fresh_rewards = split_rows(rewards, n)[0] if s.pools.num_replay else rewards
+      fresh_cur = curriculum.curriculum_targets(
+        fresh_rewards, fresh.valid, s.env.curriculum, s.domain.success_threshold
+      )
       p_hat, valid = fresh_cur["p_hat"], fresh.valid
       metrics.update(
         {
@@ -423,7 +433,7 @@ class Coevolution:
           "env/output_len": env_out.mask.sum(-1).astype(jnp.float32).mean(),
           "hist/p_hat": jnp.where(valid, p_hat, -1.0),
           "hist/difficulty": jnp.where(valid, fresh.difficulty, -1.0),
-          "examples/env_tokens": env_out.tokens[jnp.minimum(pick, n - 1)],  # shown for the fresh ones only
+          "examples/env_tokens": env_out.tokens[jnp.where(picked_fresh, fresh_row, 0)],  # shown for fresh ones only
         }
       )
       metrics.update({f"env/{k}": v for k, v in _masked_stats(fresh.difficulty, valid, "difficulty").items()})
@@ -451,7 +461,7 @@ class Coevolution:
       admitted = fresh_cur["keep"] if s.pools.env_admits == "band" else valid
       env_pool = pools.insert(env_pool, rows, admitted, state.step, p_hat=p_hat, keep_seeds=s.pools.keep_seeds)
     if s.pools.num_replay:
-      replay_p_hat = cur["p_hat"][s.num_fresh :]
+      replay_p_hat = split_rows(cur["p_hat"], s.num_fresh)[1] if s.num_fresh else cur["p_hat"]
       train_pool = pools.update_stats(
         train_pool, replay_idx, replay_p_hat, state.step, mask=replay_rows["valid"], order_ids=replay_rows["order"]
       )

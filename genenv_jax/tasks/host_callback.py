@@ -100,12 +100,24 @@ def host_map(
       f"{dict(mesh.shape)}; every mesh axis takes a share so that no replica scores a row twice. "
       "Pad the batch to a multiple of the device count"
     )
-  local = jax.tree.map(lambda s: Shape((s.shape[0] // shards, *s.shape[1:]), s.dtype), out_structs)
+  rows = batch // shards
+  local = jax.tree.map(lambda s: Shape((rows, *s.shape[1:]), s.dtype), out_structs)
   spec = PartitionSpec(axes)
-  host_fn = _checked(fn, local, f"{batch // shards} of {batch} rows per device")
+  host_fn = _checked(fn, local, f"{rows} of {batch} rows per device")
+  # Every array crosses to the host as [rows, everything else]: the TPU lowering of a callback whose operands or
+  # results differ in rank gives one's sharding to another and fails to verify (jax 0.10.2, libtpu 0.0.42:
+  # "'stablehlo.recv' op result 0 - sharding doesn't match tensor rank"), so ranks are made equal at the boundary.
+  flat_local = jax.tree.map(lambda s: Shape((rows, math.prod(s.shape[1:])), s.dtype), local)
+  in_shapes = [(rows, *a.shape[1:]) for a in arrays]
+
+  def flat_host_fn(*blocks: np.ndarray) -> Any:
+    out = host_fn(*(np.reshape(b, shape) for b, shape in zip(blocks, in_shapes)))
+    return jax.tree.map(lambda o, f: np.reshape(o, f.shape), out, flat_local)
 
   def per_device(*blocks: jax.Array) -> Any:
-    return jax.pure_callback(host_fn, local, *blocks, vmap_method=vmap_method)
+    flat = [b.reshape(rows, math.prod(b.shape[1:])) for b in blocks]
+    out = jax.pure_callback(flat_host_fn, flat_local, *flat, vmap_method=vmap_method)
+    return jax.tree.map(lambda o, s: o.reshape(s.shape), out, local)
 
   # check_vma=False: the callback's outputs differ per device by construction (each device's own rows), which the
   # varying-manual-axes check cannot see through an opaque host call.

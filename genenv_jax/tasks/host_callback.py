@@ -18,6 +18,7 @@ import math
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AbstractMesh, Mesh, PartitionSpec
 
@@ -72,8 +73,9 @@ def host_map(
   input and returns the same block of rows of each output; results are cast to the `out_like` dtypes.
 
   With a mesh (`mesh`, else the one set by `jax.set_mesh`, if any) the call is `jax.shard_map` with the batch split
-  over all mesh axes, P(axis_names) in and out, so each device calls `fn` once with only its own B / n_devices rows;
-  B must divide by the device count (ValueError otherwise: pad the batch, as the step's static shapes already do).
+  over all mesh axes, P(axis_names) in and out, so each device calls `fn` once with only its own B / n_devices rows.
+  A batch that does not divide by the device count is padded with rows of zeros up to the next multiple (their
+  results are dropped): `fn` must accept such rows (an all-zero mask, an invalid task).
   Without a mesh it is one plain `jax.pure_callback` on the whole batch. `vmap_method` is pure_callback's rule
   under jax.vmap ("sequential": one call per mapped element, always correct since `fn` sees its usual shapes).
   """
@@ -94,16 +96,14 @@ def host_map(
 
   axes = tuple(mesh.axis_names)
   shards = math.prod(mesh.shape[a] for a in axes)
-  if batch % shards:
-    raise ValueError(
-      f"host_map: a batch of {batch} rows does not split over the {shards} devices of mesh "
-      f"{dict(mesh.shape)}; every mesh axis takes a share so that no replica scores a row twice. "
-      "Pad the batch to a multiple of the device count"
-    )
-  rows = batch // shards
+  pad = -batch % shards
+  if pad:  # e.g. 32 env tasks on a 64-chip slice: zero rows make every device's share whole, and are dropped after
+    arrays = tuple(jnp.pad(a, [(0, pad)] + [(0, 0)] * (a.ndim - 1)) for a in arrays)
+    out_structs = jax.tree.map(lambda s: Shape((s.shape[0] + pad, *s.shape[1:]), s.dtype), out_structs)
+  rows = (batch + pad) // shards
   local = jax.tree.map(lambda s: Shape((rows, *s.shape[1:]), s.dtype), out_structs)
   spec = PartitionSpec(axes)
-  host_fn = _checked(fn, local, f"{rows} of {batch} rows per device")
+  host_fn = _checked(fn, local, f"{rows} of {batch + pad} rows per device")
   # Every array crosses to the host as [rows, everything else]: the TPU lowering of a callback whose operands or
   # results differ in rank gives one's sharding to another and fails to verify (jax 0.10.2, libtpu 0.0.42:
   # "'stablehlo.recv' op result 0 - sharding doesn't match tensor rank"), so ranks are made equal at the boundary.
@@ -128,7 +128,8 @@ def host_map(
     out_specs=jax.tree.map(lambda _: spec, out_structs),
     check_vma=False,
   )
-  return mapped(*arrays)
+  out = mapped(*arrays)
+  return jax.tree.map(lambda o: o[:batch], out) if pad else out
 
 
 def wait_for_host_callbacks(*results: Any) -> None:

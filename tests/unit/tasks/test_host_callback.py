@@ -63,10 +63,21 @@ def test_explicit_mesh_and_no_mesh(mesh):
   np.testing.assert_array_equal(np.asarray(out["y"]), 2.0 * x)
 
 
-def test_indivisible_batch_is_a_clear_error(mesh):
-  fn = lambda r, v: host_map(_recording([]), _out_like(12), r, v, mesh=mesh)  # noqa: E731
-  with pytest.raises(ValueError, match="12 rows does not split over the 8 devices"):
-    jax.jit(fn)(np.arange(12, dtype=np.int32), np.zeros((12, 3), np.int32))
+def test_indivisible_batch_is_padded_with_zero_rows_and_each_row_scored_once(mesh):
+  """12 rows on 8 devices (as 32 env tasks on a 64-chip slice): padded to 16 with zero rows, 2 per device, the 4
+  padding rows' results dropped."""
+  seen: list[list[int]] = []
+  fn = lambda r, v: host_map(_recording(seen), _out_like(12), r, v, mesh=mesh)  # noqa: E731
+  x = np.arange(36, dtype=np.int32).reshape(12, 3)
+  out = jax.jit(fn)(np.arange(1, 13, dtype=np.int32), x)
+  wait_for_host_callbacks(out)
+  assert len(seen) == 8 and all(len(block) == 2 for block in seen)
+  assert sorted(r for block in seen for r in block) == [0] * 4 + list(range(1, 13))  # the real rows once, 4 pads
+  np.testing.assert_array_equal(np.asarray(out["rows"]), np.arange(1, 13))
+  np.testing.assert_array_equal(np.asarray(out["y"]), 2.0 * x)
+
+
+def test_mismatched_batch_dimensions_are_a_clear_error():
   with pytest.raises(ValueError, match="same leading batch dimension"):
     host_map(_recording([]), _out_like(8), np.arange(4, dtype=np.int32), np.zeros((8, 3), np.int32))
 

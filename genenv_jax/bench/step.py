@@ -474,6 +474,31 @@ def compare(
   return out
 
 
+def report(result: dict, args, config, s, devices: int, load_before) -> None:
+  """Prints the benchmark's header, the sampling phases' decode figures, the table and the `JSON: ...` line."""
+  import jax
+
+  phases, stages = result["phases"], result["stage_s"]
+  print(
+    f"\nco-evolution step, --config={args.config}{' --tiny' if args.tiny else ''}: "
+    f"{s.num_fresh} fresh + {s.pools.num_replay} replay tasks x G={s.agent.grpo.group_size}, agent answer "
+    f"{s.agent.sampling.max_new_tokens} / env output {s.env.sampling.max_new_tokens} tokens, warm start "
+    f"{config.warm_start.agent_steps}/{config.warm_start.env_steps} steps; jax {jax.__version__} on "
+    f"{devices} {jax.devices()[0].platform} device(s), {os.cpu_count()} cores; median of {args.repeats}; "
+    f"load average {load_before[0]:.2f} before, {result['load_avg_after'][0]:.2f} after"
+  )
+  for name in ("env_sampling", "agent_sampling"):
+    if name in phases:
+      f = phases[name]
+      print(
+        f"{LABELS[name]}: {f['rows']} rows, {f['decode_steps']}/{f['budget']} decode steps run, "
+        f"{f['tokens']} tokens generated ({f['slots']} slots)"
+      )
+  print(format_table(result))
+  print("benchmark wall time by stage (s): " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()))
+  print("JSON: " + json.dumps(result))
+
+
 def main(argv: Sequence[str]) -> None:
   """Runs the benchmark; prints the table and a final `JSON: ...` line with every figure."""
   cli.no_arguments(argv)
@@ -563,25 +588,7 @@ def main(argv: Sequence[str]) -> None:
     "step": step,
     "comparison": comparison,
   }
-  s = co.settings
-  print(
-    f"\nco-evolution step, --config={args.config}{' --tiny' if args.tiny else ''}: "
-    f"{s.num_fresh} fresh + {s.pools.num_replay} replay tasks x G={s.agent.grpo.group_size}, agent answer "
-    f"{s.agent.sampling.max_new_tokens} / env output {s.env.sampling.max_new_tokens} tokens, warm start "
-    f"{config.warm_start.agent_steps}/{config.warm_start.env_steps} steps; jax {jax.__version__} on "
-    f"{run.mesh.size} {jax.devices()[0].platform} device(s), {os.cpu_count()} cores; median of {args.repeats}; "
-    f"load average {load_before[0]:.2f} before, {result['load_avg_after'][0]:.2f} after"
-  )
-  for name in ("env_sampling", "agent_sampling"):
-    if name in phases:
-      f = phases[name]
-      print(
-        f"{LABELS[name]}: {f['rows']} rows, {f['decode_steps']}/{f['budget']} decode steps run, "
-        f"{f['tokens']} tokens generated ({f['slots']} slots)"
-      )
-  print(format_table(result))
-  print("benchmark wall time by stage (s): " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()))
-  print("JSON: " + json.dumps(result))
+  report(result, args, config, co.settings, run.mesh.size, load_before)
 
 
 if __name__ == "__main__":

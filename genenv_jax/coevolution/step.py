@@ -363,6 +363,46 @@ class Coevolution:
       )
     return out
 
+  def examples(self, tasks: TaskBatch, p_hat, agent_out, rewards) -> tuple[dict[str, jax.Array], jax.Array, jax.Array]:
+    """The text log's tasks, spread over p̂ (fresh and replayed alike), with their first rollout; and, for each,
+    whether it is a fresh task and its row among the fresh ones (the batch interleaves them: sharding.interleave_rows).
+    """
+    s = self.settings
+    pick = examples_across_p_hat(p_hat, tasks.valid, NUM_LOGGED_EXAMPLES)
+    if s.num_fresh and s.pools.num_replay:
+      picked_fresh, fresh_row = interleaved_position(pick, s.num_fresh, tasks.valid.shape[0])
+    else:
+      picked_fresh, fresh_row = pick < s.num_fresh, pick
+    examples = {
+      "examples/prompt_ids": tasks.prompt_ids[pick],
+      "examples/spec": tasks.spec[pick],
+      "examples/difficulty": tasks.difficulty[pick],
+      "examples/valid": tasks.valid[pick],
+      "examples/p_hat": p_hat[pick],
+      "examples/response": agent_out.tokens[pick * s.agent.grpo.group_size],
+      "examples/reward": rewards[pick, 0],
+      "examples/fresh": picked_fresh,
+    }
+    return examples, picked_fresh, fresh_row
+
+  def admit_fresh(self, train_pool, env_pool, fresh: TaskBatch, env_out, fresh_cur, step) -> tuple[Any, Any]:
+    """The fresh tasks into D_train (every valid one) and D_env (those in the band, or every valid one with
+    `pools.env_admits = "valid"`), each with its p̂."""
+    s = self.settings
+    rows = {
+      "prompt_ids": fresh.prompt_ids,
+      "prompt_mask": fresh.prompt_mask,
+      "spec": fresh.spec,
+      "difficulty": fresh.difficulty,
+      "env_ids": env_out.tokens,
+      "env_mask": env_out.mask,
+    }
+    p_hat, valid = fresh_cur["p_hat"], fresh.valid
+    train_pool = pools.insert(train_pool, rows, valid, step, p_hat=p_hat, keep_seeds=s.pools.keep_seeds)
+    admitted = fresh_cur["keep"] if s.pools.env_admits == "band" else valid
+    env_pool = pools.insert(env_pool, rows, admitted, step, p_hat=p_hat, keep_seeds=s.pools.keep_seeds)
+    return train_pool, env_pool
+
   def step(self, state: CoevolutionState) -> tuple[CoevolutionState, dict[str, jax.Array]]:
     s = self.settings
     drawn = self.draw(state)
@@ -394,24 +434,8 @@ class Coevolution:
         "agent/tokens": agent_out.mask.sum().astype(jnp.float32),
       }
     )
-    pick = examples_across_p_hat(cur["p_hat"], tasks.valid, NUM_LOGGED_EXAMPLES)
-    n_tasks = tasks.valid.shape[0]
-    if s.num_fresh and s.pools.num_replay:
-      picked_fresh, fresh_row = interleaved_position(pick, s.num_fresh, n_tasks)
-    else:
-      picked_fresh, fresh_row = pick < s.num_fresh, pick
-    metrics.update(  # tasks spread over p̂ (fresh and replayed alike) with their first rollout, for the text log
-      {
-        "examples/prompt_ids": tasks.prompt_ids[pick],
-        "examples/spec": tasks.spec[pick],
-        "examples/difficulty": tasks.difficulty[pick],
-        "examples/valid": tasks.valid[pick],
-        "examples/p_hat": cur["p_hat"][pick],
-        "examples/response": agent_out.tokens[pick * s.agent.grpo.group_size],
-        "examples/reward": rewards[pick, 0],
-        "examples/fresh": picked_fresh,
-      }
-    )
+    examples, picked_fresh, fresh_row = self.examples(tasks, cur["p_hat"], agent_out, rewards)
+    metrics.update(examples)
 
     env, env_opt = state.env, state.env_opt
     skipped_env = state.skipped_env
@@ -449,17 +473,7 @@ class Coevolution:
         )
         metrics.update({f"env/{k}": v for k, v in env_metrics.items()})
         skipped_env = skipped_env + env_metrics["skipped"]
-      rows = {
-        "prompt_ids": fresh.prompt_ids,
-        "prompt_mask": fresh.prompt_mask,
-        "spec": fresh.spec,
-        "difficulty": fresh.difficulty,
-        "env_ids": env_out.tokens,
-        "env_mask": env_out.mask,
-      }
-      train_pool = pools.insert(train_pool, rows, valid, state.step, p_hat=p_hat, keep_seeds=s.pools.keep_seeds)
-      admitted = fresh_cur["keep"] if s.pools.env_admits == "band" else valid
-      env_pool = pools.insert(env_pool, rows, admitted, state.step, p_hat=p_hat, keep_seeds=s.pools.keep_seeds)
+      train_pool, env_pool = self.admit_fresh(train_pool, env_pool, fresh, env_out, fresh_cur, state.step)
     if s.pools.num_replay:
       replay_p_hat = split_rows(cur["p_hat"], s.num_fresh)[1] if s.num_fresh else cur["p_hat"]
       train_pool = pools.update_stats(

@@ -245,6 +245,35 @@ def analytic_components(analysis) -> dict[str, int]:
   }
 
 
+def config_figures(config, mesh_sizes, devices, chip_name, agent_mc, env_mc, remat, w, rows) -> dict:
+  """What was planned: the slice, mesh, models, lengths, rows and the memory knobs, as `plan`'s JSON gives them."""
+  return {
+    "slice": config.get("slice", "") or "",
+    "mesh": mesh_sizes,
+    "devices": devices,
+    "chip": chip_name,
+    "agent_params": agent_mc.num_params,
+    "env_params": env_mc.num_params,
+    "env_layers": env_mc.num_layers,
+    "attention": agent_mc.attention,
+    "remat": remat,
+    "lengths": {
+      "agent_prompt_len": w.agent_prompt,
+      "agent_answer_len": w.agent_answer,
+      "env_prompt_len": w.env_prompt,
+      "env_output_len": w.env_output,
+    },
+    "rows": rows,
+    "minibatches": w.minibatches,
+    "logprob_chunk": {"agent": w.agent_logprob_chunk, "env": w.env_logprob_chunk},
+    "prefill_rows": {"agent": w.agent_prefill_rows, "env": w.env_prefill_rows},
+    "kv_cache": {
+      "agent": config.agent.sampling.get("kv_cache", "auto"),
+      "env": config.env.sampling.get("kv_cache", "auto"),
+    },
+  }
+
+
 def plan(
   config,
   devices: int | None = None,
@@ -306,28 +335,7 @@ def plan(
   once = loops_once_flops(w, agent_shape, env_shape, mesh_shape, efficient, remat["agent"], remat["env"])
   cost = compiled.cost if compiled else {}
   result = {
-    "config": {
-      "slice": config.get("slice", "") or "",
-      "mesh": mesh_sizes,
-      "devices": devices,
-      "chip": chip.name,
-      "agent_params": agent_mc.num_params,
-      "env_params": env_mc.num_params,
-      "env_layers": env_mc.num_layers,
-      "attention": agent_mc.attention,
-      "remat": remat,
-      "lengths": {
-        "agent_prompt_len": w.agent_prompt,
-        "agent_answer_len": w.agent_answer,
-        "env_prompt_len": w.env_prompt,
-        "env_output_len": w.env_output,
-      },
-      "rows": rows,
-      "minibatches": w.minibatches,
-      "logprob_chunk": {"agent": w.agent_logprob_chunk, "env": w.env_logprob_chunk},
-      "prefill_rows": {"agent": w.agent_prefill_rows, "env": w.env_prefill_rows},
-      "kv_cache": {"agent": agent_shape.kv_cache, "env": env_shape.kv_cache},
-    },
+    "config": config_figures(config, mesh_sizes, devices, chip.name, agent_mc, env_mc, remat, w, rows),
     "compiled": bool(compile_program),
     "target": compiled.target if compiled else "analytic",
     "compile_s": compiled.seconds if compiled else {"build": 0.0, "lower": 0.0, "compile": 0.0},

@@ -69,12 +69,46 @@ def collective_lines(collectives: dict, unknown_loops: int) -> list[str]:
   return lines
 
 
+def compiled_lines(r: dict) -> list[str]:
+  """The compiled program's part of the report: target and times, memory, FLOPs, collectives."""
+  from genenv_jax.planning.costs import fmt_bytes as fb
+
+  m, f = r["memory"], r["flops"]
+  extra = r.get("extrapolated_from_layers")
+  lines = [
+    f"compiled for {r.get('target', '?')}: "
+    + ", ".join(f"{k} {v:.1f} s" for k, v in r["compile_s"].items())
+    + f"; {r.get('mosaic_kernels', 0)} Mosaic kernels",
+    "memory per device (XLA memory_analysis"
+    + (f", extrapolated to {r['layers']} layers from compiles with {extra[0]} and {extra[1]}):" if extra else "):"),
+    f"  arguments      {fb(m['arguments'])}",
+    f"  outputs        {fb(m['outputs'])}",
+    f"  temporaries    {fb(m['temporaries'])}",
+    f"  generated code {fb(m['generated_code'])}",
+    f"  alias/donated  -{fb(m['alias'])}",
+    (
+      f"  peak estimate  {fb(m['peak'])} (args + outputs + temps + code - alias; XLA's own peak "
+      f"{fb(m['xla_peak'])}) of {fb(r['hbm'])} HBM ({100 * r['utilisation']:.0f}%)"
+    ),
+    "  state by component: " + ", ".join(f"{k} {fb(v)}" for k, v in r["components"].items()),
+    (
+      f"FLOPs per device: XLA cost_analysis {f['xla_per_device_loops_once']:.3e} (loops counted once; analytic "
+      f"count of that same program {f['analytic_per_device_loops_once']:.3e}); analytic full step "
+      f"{f['analytic_per_device_step']:.3e}"
+    ),
+  ]
+  lines += collective_lines(r.get("collectives", {}), r.get("unknown_loops", 0))
+  lines += [
+    f"    {s['kind']} at {s['source']}: {s['runs']} runs, {fb(s['bytes'])}" for s in r.get("collective_sources", [])
+  ]
+  return lines
+
+
 def format_report(r: dict, advice) -> str:
   from genenv_jax.planning.costs import fmt_bytes as fb
 
-  c, m, f, an = r["config"], r["memory"], r["flops"], r["analytic"]
-  extra = r.get("extrapolated_from_layers")
-  L = c["lengths"]
+  c, m, an = r["config"], r["memory"], r["analytic"]
+  lens = c["lengths"]
   lines = [
     (
       f"plan: {c['devices']} x {c['chip']}"
@@ -84,39 +118,14 @@ def format_report(r: dict, advice) -> str:
       f"{c['remat']['env']}"
     ),
     (
-      f"shapes: agent {c['rows']['agent rows']} rows x ({L['agent_prompt_len']} prompt + {L['agent_answer_len']} "
-      f"response) in {c['minibatches']} mini-batches; env {c['rows']['env rows']} rows x ({L['env_prompt_len']} "
-      f"prompt + {L['env_output_len']} output); log-prob chunk {c['logprob_chunk']}, prefill rows "
+      f"shapes: agent {c['rows']['agent rows']} rows x ({lens['agent_prompt_len']} prompt + {lens['agent_answer_len']} "
+      f"response) in {c['minibatches']} mini-batches; env {c['rows']['env rows']} rows x ({lens['env_prompt_len']} "
+      f"prompt + {lens['env_output_len']} output); log-prob chunk {c['logprob_chunk']}, prefill rows "
       f"{c['prefill_rows']} (0 = all), KV cache {c.get('kv_cache', 'auto')}"
     ),
   ]
   if r["compiled"]:
-    lines += [
-      f"compiled for {r.get('target', '?')}: "
-      + ", ".join(f"{k} {v:.1f} s" for k, v in r["compile_s"].items())
-      + f"; {r.get('mosaic_kernels', 0)} Mosaic kernels",
-      "memory per device (XLA memory_analysis"
-      + (f", extrapolated to {r['layers']} layers from compiles with {extra[0]} and {extra[1]}):" if extra else "):"),
-      f"  arguments      {fb(m['arguments'])}",
-      f"  outputs        {fb(m['outputs'])}",
-      f"  temporaries    {fb(m['temporaries'])}",
-      f"  generated code {fb(m['generated_code'])}",
-      f"  alias/donated  -{fb(m['alias'])}",
-      (
-        f"  peak estimate  {fb(m['peak'])} (args + outputs + temps + code - alias; XLA's own peak "
-        f"{fb(m['xla_peak'])}) of {fb(r['hbm'])} HBM ({100 * r['utilisation']:.0f}%)"
-      ),
-      "  state by component: " + ", ".join(f"{k} {fb(v)}" for k, v in r["components"].items()),
-      (
-        f"FLOPs per device: XLA cost_analysis {f['xla_per_device_loops_once']:.3e} (loops counted once; analytic "
-        f"count of that same program {f['analytic_per_device_loops_once']:.3e}); analytic full step "
-        f"{f['analytic_per_device_step']:.3e}"
-      ),
-    ]
-    lines += collective_lines(r.get("collectives", {}), r.get("unknown_loops", 0))
-    lines += [
-      f"    {s['kind']} at {s['source']}: {s['runs']} runs, {fb(s['bytes'])}" for s in r.get("collective_sources", [])
-    ]
+    lines += compiled_lines(r)
   else:
     lines.append("not compiled (--nocompile): the fit below is judged on the analytic memory estimate")
   mem = an["memory"]

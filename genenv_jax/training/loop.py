@@ -109,6 +109,18 @@ class Preempted(Exception):
   """SIGTERM arrived during the warm start; its progress is saved, and a rerun with the same workdir resumes it."""
 
 
+def _sft_reporter(name: str, total: int, log, writer: MetricsWriter | None) -> Callable[[int, float], None]:
+  """The warm start's per-step report of one phase: a log line at each quarter, the loss to TensorBoard 100 times."""
+
+  def line(i, loss):
+    if (i + 1) % max(total // 4, 1) == 0 or i + 1 == total:
+      log(f"warm start {name}: {i + 1}/{total} loss {loss:.3f}")
+    if writer is not None and ((i + 1) % max(total // 100, 1) == 0 or i + 1 == total):
+      writer.scalars(i + 1, {f"warm_start/{name}_loss": loss})
+
+  return line
+
+
 def warm_start(
   run: Run,
   state: CoevolutionState,
@@ -135,15 +147,6 @@ def warm_start(
     place = lambda batch: shd.host_local_to_global(batch, run.mesh, w.batch_size)  # noqa: E731
   else:  # rows that do not split over the data shards: every process holds the whole (replicated) batch
     local, place = slice(None), lambda batch: shd.global_batch(batch, run.mesh)  # noqa: E731
-
-  def report(name, total):
-    def line(i, loss):
-      if (i + 1) % max(total // 4, 1) == 0 or i + 1 == total:
-        log(f"warm start {name}: {i + 1}/{total} loss {loss:.3f}")
-      if writer is not None and ((i + 1) % max(total // 100, 1) == 0 or i + 1 == total):
-        writer.scalars(i + 1, {f"warm_start/{name}_loss": loss})
-
-    return line
 
   env_steps = 0 if config.mode == "grpo" else w.env_steps  # plain GRPO never samples the env: nothing to warm
   phases = [
@@ -199,7 +202,7 @@ def warm_start(
         w.lr,
         seed,
         place,
-        report(name, steps),
+        _sft_reporter(name, steps, log, writer),
         local=local,
         resume=resume if name == start_phase else None,
         stop=stop if progress is not None else None,

@@ -4,6 +4,8 @@ effects need data or devices. (CI once failed at collection because two CLI modu
 import importlib
 import pkgutil
 
+import pytest
+
 import genenv_jax
 
 
@@ -38,9 +40,5 @@ def test_model_api_names_load_on_first_use():
   import genenv_jax as gj
 
   assert {"load_hf", "generate", "make_mesh"} <= set(dir(gj))
-  try:
-    gj.no_such_name
-  except AttributeError as e:
-    assert "no attribute 'no_such_name'" in str(e)
-  else:
-    raise AssertionError("an unknown name must raise AttributeError")
+  with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+    _ = gj.no_such_name

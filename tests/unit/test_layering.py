@@ -102,3 +102,19 @@ def test_the_task_interface_and_text_adapter_know_no_domain():
       if name.startswith(("genenv_jax.tasks.arithmetic", "genenv_jax.benchmarks")):
         offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
   assert offenders == []
+
+
+MAX_FUNCTION_LINES = (
+  100  # issue 33: ruff's PLR0915 and C901 (pyproject.toml) bound statements and branches; this, lines
+)
+
+
+def test_no_function_runs_past_100_lines():
+  long = []
+  for path in sorted(PACKAGE.rglob("*.py")):
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        lines = node.end_lineno - node.lineno + 1
+        if lines > MAX_FUNCTION_LINES:
+          long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({lines} lines)")
+  assert not long, "split these functions: " + "; ".join(long)

@@ -133,7 +133,7 @@ def load_replay(
       if data.get("key") == key:
         return _replay_from_json(data["replay"])
     except (OSError, ValueError, KeyError, TypeError) as err:
-      warnings.warn(f"ignoring unreadable ALFWorld cache entry {target}: {err}")
+      warnings.warn(f"ignoring unreadable ALFWorld cache entry {target}: {err}", stacklevel=2)
   replay = alfworld_env.replay_walkthrough(game_path)
   if use_cache:
     _write_atomic(target, {"key": key, "replay": _replay_to_json(replay)})
@@ -205,7 +205,9 @@ def iter_step_records(
   for path in select_games(data_dir, split, games):
     replay = load_replay(path, cache_dir, use_cache)
     if not replay.won:
-      warnings.warn(f"ALFWorld walkthrough of {split}/{replay.game} does not win the game; its steps are left out")
+      warnings.warn(
+        f"ALFWorld walkthrough of {split}/{replay.game} does not win the game; its steps are left out", stacklevel=2
+      )
       continue
     yield from records_from_replay(replay, split, path)
 

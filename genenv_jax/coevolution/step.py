@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
-from genenv_jax.parallel.sharding import constrain, interleave_rows, interleaved_position, split_rows
+from genenv_jax.parallel.sharding import constrain
 from genenv_jax.rl import curriculum, grpo, pools
 from genenv_jax.rl.logprobs import response_logprobs
 from genenv_jax.rl.updates import gradient_step, minibatch_updates
@@ -67,9 +67,10 @@ def _repeat(tree: Any, times: int) -> Any:
 
 
 def _concat(a: TaskBatch, b: TaskBatch) -> TaskBatch:
-  """The fresh and replayed tasks in one batch, laid out shard by shard (sharding.interleave_rows): no device's rows
-  move. `_fresh_and_replayed` splits a per-task array of it back."""
-  return jax.tree.map(interleave_rows, a, b)
+  """The fresh tasks, then the replayed ones. (A shard-by-shard layout would move no rows between devices, where this
+  moves half of each shard's, a few kB of task ids per step; its executable deadlocked XLA:CPU's collectives when read
+  back from the persistent compilation cache, jax 0.10.2, so it is not used: README, Planning.)"""
+  return jax.tree.map(lambda x, y: jnp.concatenate([x, y], axis=0), a, b)
 
 
 def task_batch(rows: dict[str, jax.Array]) -> TaskBatch:
@@ -365,14 +366,10 @@ class Coevolution:
 
   def examples(self, tasks: TaskBatch, p_hat, agent_out, rewards) -> tuple[dict[str, jax.Array], jax.Array, jax.Array]:
     """The text log's tasks, spread over p̂ (fresh and replayed alike), with their first rollout; and, for each,
-    whether it is a fresh task and its row among the fresh ones (the batch interleaves them: sharding.interleave_rows).
-    """
+    whether it is a fresh task and its row among the fresh ones (the fresh tasks come first in the batch)."""
     s = self.settings
     pick = examples_across_p_hat(p_hat, tasks.valid, NUM_LOGGED_EXAMPLES)
-    if s.num_fresh and s.pools.num_replay:
-      picked_fresh, fresh_row = interleaved_position(pick, s.num_fresh, tasks.valid.shape[0])
-    else:
-      picked_fresh, fresh_row = pick < s.num_fresh, pick
+    picked_fresh, fresh_row = pick < s.num_fresh, jnp.minimum(pick, max(s.num_fresh - 1, 0))
     examples = {
       "examples/prompt_ids": tasks.prompt_ids[pick],
       "examples/spec": tasks.spec[pick],
@@ -441,7 +438,7 @@ class Coevolution:
     skipped_env = state.skipped_env
     if s.num_fresh:
       n = s.num_fresh
-      fresh_rewards = split_rows(rewards, n)[0] if s.pools.num_replay else rewards
+      fresh_rewards = rewards[:n]
       fresh_cur = curriculum.curriculum_targets(
         fresh_rewards, fresh.valid, s.env.curriculum, s.domain.success_threshold
       )
@@ -475,7 +472,7 @@ class Coevolution:
         skipped_env = skipped_env + env_metrics["skipped"]
       train_pool, env_pool = self.admit_fresh(train_pool, env_pool, fresh, env_out, fresh_cur, state.step)
     if s.pools.num_replay:
-      replay_p_hat = split_rows(cur["p_hat"], s.num_fresh)[1] if s.num_fresh else cur["p_hat"]
+      replay_p_hat = cur["p_hat"][s.num_fresh :]
       train_pool = pools.update_stats(
         train_pool, replay_idx, replay_p_hat, state.step, mask=replay_rows["valid"], order_ids=replay_rows["order"]
       )

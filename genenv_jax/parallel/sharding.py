@@ -18,7 +18,6 @@ import os
 from typing import Any, Mapping, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
@@ -144,45 +143,6 @@ def gather_over_fsdp(state: Any) -> Any:
     return v.replace(jax.lax.with_sharding_constraint(v[...], spec))
 
   return jax.tree.map(one, state, is_leaf=_is_variable)
-
-
-def batch_shards_in_context(*rows: int) -> int:
-  """How many shards the batch splits into on the mesh in context (data x fsdp) when every one of `rows` divides by
-  that many, else 1 (such batches are replicated: logical_to_spec)."""
-  mesh = jax.sharding.get_abstract_mesh()
-  if mesh.empty or not set(MESH_AXES) <= set(mesh.axis_names):
-    return 1
-  shards = math.prod(mesh.shape[a] for a in dict(DEFAULT_RULES)["batch"])
-  return shards if all(r % shards == 0 for r in rows) else 1
-
-
-def interleave_rows(a: jax.Array, b: jax.Array) -> jax.Array:
-  """The rows of `a` and `b` in one batch laid out shard by shard: with S batch shards, shard i holds a's rows of
-  shard i, then b's: [a_0, b_0, a_1, b_1, ...]. Each device keeps the rows it already holds, where a plain
-  concatenate([a, b]) would move half of every shard's rows to other devices. With one shard it is that
-  concatenate. `split_rows` undoes it."""
-  shards = batch_shards_in_context(a.shape[0], b.shape[0])
-  by_shard = lambda x: constrain(x.reshape(shards, -1, *x.shape[1:]), ("batch",) + (None,) * x.ndim)  # noqa: E731
-  joined = jnp.concatenate([by_shard(a), by_shard(b)], axis=1)
-  return constrain(joined.reshape(-1, *a.shape[1:]), ("batch",) + (None,) * (a.ndim - 1))
-
-
-def split_rows(x: jax.Array, first: int) -> tuple[jax.Array, jax.Array]:
-  """(a, b) of x = interleave_rows(a, b), a having `first` rows."""
-  shards = batch_shards_in_context(first, x.shape[0] - first)
-  per = x.reshape(shards, -1, *x.shape[1:])
-  a, b = per[:, : first // shards], per[:, first // shards :]
-  return a.reshape(first, *x.shape[1:]), b.reshape(x.shape[0] - first, *x.shape[1:])
-
-
-def interleaved_position(position: jax.Array, first: int, total: int) -> tuple[jax.Array, jax.Array]:
-  """(is it one of a's rows, its row in a or b) for positions in interleave_rows(a, b), a having `first` of the
-  `total` rows."""
-  shards = batch_shards_in_context(first, total - first)
-  per, per_a = total // shards, first // shards
-  shard, offset = position // per, position % per
-  in_a = offset < per_a
-  return in_a, jnp.where(in_a, shard * per_a + offset, shard * (per - per_a) + offset - per_a)
 
 
 def batch_sharding(mesh: Mesh, ndim: int) -> NamedSharding:

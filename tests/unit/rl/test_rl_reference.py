@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from genenv_jax.coevolution.settings import CurriculumSettings
 from genenv_jax.rl import curriculum, grpo
 from genenv_jax.rl.logprobs import chunked_token_logprobs
 
@@ -230,9 +231,8 @@ def test_curriculum_and_rwr_loss_match_reference(lam, beta_env):
   assert 0 < keep.sum() < valid.sum()
   w = np.where(keep, np.exp(lam * r_env), 0.0)
   w = w / w.sum()
-  cur = curriculum.curriculum_targets(
-    jnp.asarray(rewards, jnp.float32), jnp.asarray(valid), threshold=thr, alpha=alpha, beta=beta, k_min=k_min, lam=lam
-  )
+  settings = CurriculumSettings(alpha=alpha, beta=beta, k_min=k_min, rwr_lambda=lam)
+  cur = curriculum.curriculum_targets(jnp.asarray(rewards, jnp.float32), jnp.asarray(valid), settings, thr)
   np.testing.assert_allclose(cur["p_hat"], p_hat, rtol=RTOL, atol=ATOL)
   np.testing.assert_allclose(cur["r_env"], r_env, rtol=RTOL, atol=ATOL)
   np.testing.assert_array_equal(cur["keep"], keep)

@@ -11,7 +11,7 @@ batch and key/value heads. Splash applies no 1/√D, so q is pre-scaled. Sequenc
 Under a mesh (`jax.set_mesh`), the single-device kernel runs inside shard_map, split over batch (data, fsdp) and
 key/value heads (tensor) as the logical sharding rules place them; attention never crosses those splits.
 
-Why splash and not tokamax (evaluated first, /work/shared/notes/jax-building-blocks.md §1): tokamax 0.0.12's public
+Why splash and not tokamax (evaluated first, the team notes "JAX building blocks", §1): tokamax 0.0.12's public
 dot_product_attention has no segment ids and only end bounds (key_value_seq_lengths), so left padding needs a dense
 [B,1,1,S] boolean mask (or a private Mask(k_start=...)); it also adds a dependency (qwix, pydantic, ...). Splash ships
 with jax, takes segment ids, and runs under interpret mode on CPU, where tests check it against the naive reference.

@@ -26,7 +26,7 @@ LENGTHS = ("agent_prompt_len", "agent_answer_len", "env_prompt_len", "env_output
 
 
 def workload_of(config, lengths=None):
-  """plan_analytic.Workload of a config: rows as coevolution.StepSettings counts them, lengths from config.domain
+  """plan_analytic.Workload of a config: rows as coevolution.settings counts them, lengths from config.domain
   (or `lengths`, a mapping with the four LENGTHS, e.g. the built domain's when the config leaves them 0)."""
   from genenv_jax.planning import analytic as plan_analytic
 

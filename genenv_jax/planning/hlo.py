@@ -106,7 +106,7 @@ def _buffer(kind: str, opcode: str, type_text: str) -> int:
   """The array the collective works on: the gathered result of an all-gather, the input of a reduce-scatter (the
   result times the group, applied by the caller), the buffer of the others. Async starts return tuples
   (operands, results, [u32 context]) whose data arrays come first."""
-  sizes = [s for s in _array_bytes(type_text)]
+  sizes = _array_bytes(type_text)
   if opcode.endswith("-start"):
     sizes = _strip_context(type_text, sizes)
     half = max(1, len(sizes) // 2)
@@ -138,9 +138,8 @@ def _stack_sources(text: str) -> dict[int, str]:
     if section is None:
       continue
     m = re.match(r"^(\d+) (.*)$", line)
-    if not m:
-      if line.strip() == "" or line.startswith("HloModule") or line.startswith("%") or line.startswith("ENTRY"):
-        section = None if line.strip() else section
+    if not m:  # a table ends at the first line that is not one of its rows
+      section = None
       continue
     tables[section][int(m.group(1))] = m.group(2)
   files = {k: v.strip('"') for k, v in tables["FileNames"].items()}

@@ -1,13 +1,16 @@
 """What the commands share: absl flags, and a user error as one `error:` line with exit status 2.
 
-Each command (main, plan, sweep, compare, evaluate, export, data and the bench.* benchmarks) defines its flags in a
-`_define_flags(flag_values)` function, called on absl's FLAGS only when it runs as a program, then runs through
-`run(main, prog)`. Flag names are spelled with underscores (`--data_dir`, `--fast_compile`: absl's convention, and the
-`--config.key` overrides'; tests/unit/test_cli_errors.py checks that no command defines a dashed name), and a name
-means the same thing in every command that has it. evaluate, export, data and the bench.* commands also run in this
-process through `call(module, argv)`, which defines their flags on a fresh `FlagValues` instead of absl's
-global one: commands with flags of the same name (`--workdir`) then run one after another in one process (tests,
-notebooks) without a DuplicateFlagError. main, plan, sweep and compare run as programs only.
+Each command (main, plan, sweep, compare, evaluate, export, data, the bench.* benchmarks and the scripts.* tools)
+defines its flags in a `_define_flags(flag_values)` function, called on absl's FLAGS only when it runs as a program,
+then runs through `run(main, prog)`. Flag names are spelled with underscores (`--data_dir`, `--fast_compile`: absl's
+convention, and the `--config.key` overrides'; tests/unit/test_cli_errors.py and tests/unit/scripts/test_script_flags.py
+check that no command defines a dashed name), and a name means the same thing in every command that has it. evaluate,
+export, data, the bench.* and the scripts.* commands also run in this process through `call(module, argv)`, which
+defines their flags on a fresh `FlagValues` instead of absl's global one: commands with flags of the same name
+(`--workdir`) then run one after another in one process (tests, notebooks) without a DuplicateFlagError. main, plan,
+sweep and compare run as programs only. A command that hands arguments on to another (scripts.kill_resume:
+`--config.KEY=VALUE` to genenv_jax.main) names their prefixes in `_PASS_THROUGH`: those arguments skip its own parsing
+and reach its main after the positional ones.
 
 A user error is a bad flag or override (unknown flag, unknown `--config.key`, a value of the wrong type, a config file
 that does not load) or a bad input the command reports as ValueError / FileNotFoundError (missing data, an invalid
@@ -65,10 +68,14 @@ def _fail(prog: str, error: BaseException | str, hint: str = "", status: int = 2
   sys.exit(status)
 
 
-def _parse(flag_values: flags.FlagValues, argv: list[str], prog: str, verbose: bool) -> list[str]:
-  """Parses argv (argv[0] is the program) into flag_values; returns the program and its positional arguments."""
+def _parse(
+  flag_values: flags.FlagValues, argv: list[str], prog: str, verbose: bool, pass_through: tuple[str, ...] = ()
+) -> list[str]:
+  """Parses argv (argv[0] is the program) into flag_values; returns the program and its positional arguments, then the
+  arguments that start with one of `pass_through`'s prefixes (left unparsed)."""
+  passed = [a for a in argv[1:] if pass_through and a.startswith(pass_through)]
   try:
-    return flag_values(argv)
+    return [*flag_values([a for a in argv if a not in passed]), *passed]
   except flags.Error as e:
     if verbose:
       raise
@@ -100,17 +107,23 @@ def _guarded(main: Callable[[list[str]], int | None], prog: str, verbose: bool) 
   return guarded
 
 
-def run(main: Callable[[list[str]], int | None], prog: str) -> None:
-  """app.run(main) with user errors reported as `PROG: error: ...` and exit status 2 (see the module docstring)."""
+def run(main: Callable[[list[str]], int | None], prog: str, pass_through: tuple[str, ...] = ()) -> None:
+  """app.run(main) with user errors reported as `PROG: error: ...` and exit status 2 (see the module docstring);
+  arguments starting with a `pass_through` prefix reach main unparsed."""
   verbose = wants_traceback(sys.argv[1:])
-  app.run(_guarded(main, prog, verbose), flags_parser=lambda argv: _parse(flags.FLAGS, argv, prog, verbose))
+
+  def parse(argv: list[str]) -> list[str]:
+    return _parse(flags.FLAGS, argv, prog, verbose, pass_through)
+
+  app.run(_guarded(main, prog, verbose), flags_parser=parse)
 
 
 def call(module: types.ModuleType, argv: Sequence[str]) -> int:
   """Runs the command `module` (e.g. genenv_jax.evaluate) in this process, as `python -m MODULE ARGV...` would, and
   returns its exit status; the one-line errors go to stderr as they would. Its flags (`module._define_flags`) are
   defined on a fresh FlagValues, absl's global FLAGS untouched, beside `--verbosity` (a traceback instead of the
-  one-line error: the exception propagates). absl's other own flags (--help, --flagfile) are not there."""
+  one-line error: the exception propagates). absl's other own flags (--help, --flagfile) are not there. Arguments that
+  start with one of `module._PASS_THROUGH`'s prefixes (if it has one) reach its main unparsed, as in `run`."""
   argv = [str(a) for a in argv]
   prog = module.__name__.removesuffix(".__main__")  # genenv_jax.data.__main__ runs as `python -m genenv_jax.data`
   verbose = wants_traceback(argv)
@@ -119,7 +132,8 @@ def call(module: types.ModuleType, argv: Sequence[str]) -> int:
   flags.DEFINE_integer("verbosity", 0, help_text, short_name="v", flag_values=flag_values)
   module._define_flags(flag_values)  # pylint: disable=protected-access
   try:
-    status = _guarded(module.main, prog, verbose)(_parse(flag_values, [prog, *argv], prog, verbose))
+    pass_through = getattr(module, "_PASS_THROUGH", ())
+    status = _guarded(module.main, prog, verbose)(_parse(flag_values, [prog, *argv], prog, verbose, pass_through))
   except SystemExit as e:
     status = e.code
   if isinstance(status, str):  # sys.exit("message"), as Python reports it

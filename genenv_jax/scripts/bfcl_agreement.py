@@ -13,7 +13,7 @@ For every item of the 13 single-turn BFCL categories, three sets (--sets) of mod
   between calls, a missing or extra `)`, an unclosed string, `:` for `=`, empty arguments, one list per call. These
   are where tree-sitter's error recovery decides (issue 34).
 * edits: random character edits of the oracle output (`character_edits`: one to three inserts, deletes, replaces or
-  swaps), --edits per Python item and --source-edits per Java/JavaScript item (half of those of the oracle calls with
+  swaps), --edits per Python item and --source_edits per Java/JavaScript item (half of those of the oracle calls with
   double-quoted values, the form upstream's Java parser reads).
 
 Each (item, output) pair is scored by `bfcl_official.verdict` (our official mode), by the lenient mode (`bfcl.decode`
@@ -28,8 +28,8 @@ tree-sitter packages its Java/JavaScript decoder needs are, at the same pins), a
 (`bfcl_eval.constants.model_config`, which imports every model handler, is replaced by a stub whose models do not
 rename dotted functions, as the prompting models' configs say.)
 
-  PYTHONPATH=$PWD python -m genenv_jax.scripts.bfcl_agreement --reference /tmp/bfcl_ref [--data-dir DIR]
-      [--limit N] [--categories a,b] [--sets perturb,malformed,edits] [--edits 4] [--source-edits 60] [--seed 0]
+  PYTHONPATH=$PWD python -m genenv_jax.scripts.bfcl_agreement --reference /tmp/bfcl_ref [--data_dir DIR]
+      [--limit N] [--categories a,b] [--sets perturb,malformed,edits] [--edits 4] [--source_edits 60] [--seed 0]
       [--show 20] [--output pairs.jsonl]
 Prints the agreement of each mode with the reference, overall and per set: per language, per kind, per language and
 kind (malformed, edits) and per category (perturb), and the first disagreements of the official mode. Exit status 0
@@ -38,7 +38,6 @@ when the official mode agrees on at least --target (0.999) in every set.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import json
@@ -49,11 +48,14 @@ import types
 import warnings
 from typing import Any, Callable, Iterator, Sequence
 
+from absl import flags
+
+from genenv_jax import cli
 from genenv_jax.benchmarks.bfcl import checker as bfcl_checker
 from genenv_jax.benchmarks.bfcl import evaluator as bfcl
 from genenv_jax.benchmarks.bfcl import official as bfcl_official
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_json_tool_calls, format_python_calls
-from genenv_jax.data import DataMissingError, require, resolve_data_dir
+from genenv_jax.data import require, resolve_data_dir
 from genenv_jax.tasks.benchmark import EvalItem
 
 CATEGORIES = tuple(c for c in bfcl.CATEGORIES if c not in bfcl.MULTI_TURN)
@@ -396,51 +398,56 @@ def official_correct(output: str, item: EvalItem) -> bool:
 # ------------------------------------------------------------------------------------------------ main
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-  p.add_argument("--data-dir", help="the benchmark data holding bfcl/ (default: genenv_jax.data's resolver)")
-  p.add_argument("--reference", help="a folder with bfcl-eval installed (pip install --target; module docstring)")
-  p.add_argument("--limit", type=int, help="items per category (default: all)")
-  p.add_argument("--categories", default=",".join(CATEGORIES), help="comma-separated BFCL categories")
-  p.add_argument("--seed", type=int, default=0)
-  p.add_argument("--show", type=int, default=20, help="disagreements of the official mode to print")
-  p.add_argument("--target", type=float, default=0.999, help="agreement the official mode must reach (exit 1 below)")
-  p.add_argument("--output", help="write every pair (id, set, kind, output, verdicts) as JSON lines")
-  p.add_argument("--sets", default=",".join(SETS), help=f"comma-separated pair sets, of {', '.join(SETS)}")
-  p.add_argument("--edits", type=int, default=4, help="character-edited oracle outputs per Python item")
-  p.add_argument("--source-edits", type=int, default=60, help="character-edited oracle outputs per Java/JS item")
-  args = p.parse_args(argv)
-  unknown = [s for s in args.sets.split(",") if s not in SETS]
-  if unknown or not args.sets:
-    p.error(f"--sets: unknown sets {unknown}; choose from {', '.join(SETS)}")
-  if args.edits < 0 or args.source_edits < 0:
-    p.error("--edits and --source-edits must be >= 0")
-  return args
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_string(
+      "data_dir", None, "the benchmark data holding bfcl/ (default: genenv_jax.data's resolver)", flag_values=fv
+    ),
+    flags.DEFINE_string(
+      "reference", None, "a folder with bfcl-eval installed (pip install --target; module docstring)", flag_values=fv
+    ),
+    flags.DEFINE_integer("limit", None, "items per category (default: all)", flag_values=fv),
+    flags.DEFINE_string("categories", ",".join(CATEGORIES), "comma-separated BFCL categories", flag_values=fv),
+    flags.DEFINE_integer("seed", 0, "seeds the perturbed and edited outputs", flag_values=fv),
+    flags.DEFINE_integer("show", 20, "disagreements of the official mode to print", flag_values=fv),
+    flags.DEFINE_float("target", 0.999, "agreement the official mode must reach (exit 1 below)", flag_values=fv),
+    flags.DEFINE_string(
+      "output", None, "write every pair (id, set, kind, output, verdicts) as JSON lines", flag_values=fv
+    ),
+    flags.DEFINE_string("sets", ",".join(SETS), f"comma-separated pair sets, of {', '.join(SETS)}", flag_values=fv),
+    flags.DEFINE_integer("edits", 4, "character-edited oracle outputs per Python item", lower_bound=0, flag_values=fv),
+    flags.DEFINE_integer(
+      "source_edits", 60, "character-edited oracle outputs per Java/JS item", lower_bound=0, flag_values=fv
+    ),
+  )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  args = parse_args(argv)
-  warnings.simplefilter("ignore", SyntaxWarning)  # Python's parser warns on edited outputs such as `[f(a=1x)]`
+def main(argv: Sequence[str]) -> int:
+  """Measures and prints the agreement. Through cli.run (or cli.call): a bad flag, a reference that does not import
+  or missing data is one `error:` line, exit status 2."""
+  cli.no_arguments(argv)
+  args = cli.namespace(_FLAGS)
   sets = args.sets.split(",")
+  unknown = [s for s in sets if s not in SETS]
+  if unknown or not args.sets:
+    raise ValueError(f"--sets: unknown sets {unknown}; choose from {', '.join(SETS)}")
   categories = [c for c in args.categories.split(",") if c]
   unknown = [c for c in categories if c not in CATEGORIES]
   if unknown:
-    print(f"bfcl_agreement: unknown categories {unknown}; choose from {', '.join(CATEGORIES)}", file=sys.stderr)
-    return 2
+    raise ValueError(f"--categories: unknown categories {unknown}; choose from {', '.join(CATEGORIES)}")
+  warnings.simplefilter("ignore", SyntaxWarning)  # Python's parser warns on edited outputs such as `[f(a=1x)]`
   try:
     reference = load_reference(args.reference)
   except ImportError as e:
-    print(f"bfcl_agreement: {e}", file=sys.stderr)
-    return 2
+    raise ValueError(str(e)) from e
   rng = random.Random(args.seed)
   bench = bfcl.BfclBenchmark()
   counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   shown = 0
-  try:
-    data_dir = str(require(resolve_data_dir(args.data_dir), ["bfcl"]))
-  except DataMissingError as e:
-    print(f"bfcl_agreement: {e}", file=sys.stderr)
-    return 2
+  data_dir = str(require(resolve_data_dir(args.data_dir), ["bfcl"]))
   with contextlib.ExitStack() as stack:
     out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else None
     for category in categories:
@@ -482,4 +489,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  _define_flags()
+  cli.run(main, "genenv_jax.scripts.bfcl_agreement")

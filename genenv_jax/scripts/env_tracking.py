@@ -1,8 +1,8 @@
 """How far does a run's env move from its seed's difficulty, and does the p̂ its prompt shows steer it?
 
-  python -m genenv_jax.scripts.env_tracking --workdir RUN [--per-level 16] [--draws 4] [--seed 0]
+  python -m genenv_jax.scripts.env_tracking --workdir RUN [--per_level 16] [--draws 4] [--seed 0]
 
-From `--per-level` seed tasks of each difficulty level (drawn from the domain's seeds), the env of RUN's latest
+From `--per_level` seed tasks of each difficulty level (drawn from the domain's seeds), the env of RUN's latest
 checkpoint writes `--draws` tasks per seed at its sampling temperature, once per p̂ shown in the prompt (unknown, as
 for a base seed, and 0.0, 0.2, 0.5, 0.8, 1.0, as for a generated task of D_env), with the initial env (the
 warm-started reference of the KL) and with the trained env. Per seed level and p̂ it prints the mean shift
@@ -17,10 +17,12 @@ when no written task was valid. Both envs use the same sampling keys.
 
 from __future__ import annotations
 
-import argparse
 from typing import Sequence
 
 import numpy as np
+from absl import flags
+
+from genenv_jax import cli
 
 SHOWN = (-1.0, 0.0, 0.2, 0.5, 0.8, 1.0)  # p̂ in the env prompt; -1 = unknown
 ENVS = ("initial", "trained")
@@ -82,19 +84,27 @@ def table(cells: dict[tuple[str, float], dict[int, float]]) -> list[str]:
   return lines
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--workdir", required=True, help="a training run with a checkpoint")
-  parser.add_argument("--per-level", type=int, default=16, help="seed tasks per difficulty level")
-  parser.add_argument("--draws", type=int, default=4, help="tasks written per seed and p̂ shown")
-  parser.add_argument("--seed", type=int, default=0)
-  args = parser.parse_args(argv)
-  for name in ("per_level", "draws"):
-    if getattr(args, name) < 1:
-      parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_string("workdir", None, "a training run with a checkpoint", flag_values=fv),
+    flags.DEFINE_integer("per_level", 16, "seed tasks per difficulty level", lower_bound=1, flag_values=fv),
+    flags.DEFINE_integer("draws", 4, "tasks written per seed and p̂ shown", lower_bound=1, flag_values=fv),
+    flags.DEFINE_integer("seed", 0, "seeds the choice of seed tasks and the sampling keys", flag_values=fv),
+  )
+  flags.mark_flag_as_required("workdir", flag_values=fv)
+
+
+def main(argv: Sequence[str]) -> None:
+  """Prints the table. Through cli.run (or cli.call): a bad flag or a missing run is one `error:` line, exit 2."""
+  cli.no_arguments(argv)
+  args = cli.namespace(_FLAGS)
   print(f"{args.workdir}: mean difficulty of the env's valid tasks minus its seed's, per seed level")
   print("\n".join(table(measure(args.workdir, args.per_level, args.draws, args.seed))))
 
 
 if __name__ == "__main__":
-  main()
+  _define_flags()
+  cli.run(main, "genenv_jax.scripts.env_tracking")

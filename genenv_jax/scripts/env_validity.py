@@ -18,10 +18,12 @@ against unknown p̂). Both envs of one kind of prompt use the same sampling keys
 
 from __future__ import annotations
 
-import argparse
 from typing import Sequence
 
 import numpy as np
+from absl import flags
+
+from genenv_jax import cli
 
 PROMPTS = ("seed", "generated", "generated, p̂ ?")
 ENVS = ("initial", "trained")
@@ -70,14 +72,22 @@ def table(cells: dict[tuple[str, str], np.ndarray]) -> list[str]:
   return lines
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--workdir", required=True, help="a training run with a checkpoint")
-  parser.add_argument("--draws", type=int, default=4, help="env batches per cell")
-  parser.add_argument("--seed", type=int, default=0)
-  args = parser.parse_args(argv)
-  if args.draws < 1:
-    parser.error(f"--draws must be >= 1, got {args.draws}")
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_string("workdir", None, "a training run with a checkpoint", flag_values=fv),
+    flags.DEFINE_integer("draws", 4, "env batches per cell", lower_bound=1, flag_values=fv),
+    flags.DEFINE_integer("seed", 0, "seeds the choice of prompts and the sampling keys", flag_values=fv),
+  )
+  flags.mark_flag_as_required("workdir", flag_values=fv)
+
+
+def main(argv: Sequence[str]) -> None:
+  """Prints the table. Through cli.run (or cli.call): a bad flag or a missing run is one `error:` line, exit 2."""
+  cli.no_arguments(argv)
+  args = cli.namespace(_FLAGS)
   cells, counts = measure(args.workdir, args.draws, args.seed)
   print(f"{args.workdir}: D_env holds {counts['seed']} seed tasks and {counts['generated']} generated tasks")
   print("\n".join(table(cells)))
@@ -86,4 +96,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-  main()
+  _define_flags()
+  cli.run(main, "genenv_jax.scripts.env_validity")

@@ -9,31 +9,32 @@ Inputs: `adversarial_texts(size)` (about 1 MB each by default): unclosed, nested
 scorers read, a million `<`, NUL bytes, lone surrogates, deeply nested brackets and unary chains (`[[[[...`,
 `- - - - 1`, which make `ast.literal_eval` raise MemoryError or recurse), long quotes, bare call prefixes, and each
 of them inside the formats the parsers look for (code fences, `<tool_call>` blocks, `API-Request:` lines, `Calls:`
-lines); the same again at `--mid-size` (10,000 characters: deep nesting that stays under the parsers' length caps, so
+lines); the same again at `--mid_size` (10,000 characters: deep nesting that stays under the parsers' length caps, so
 it reaches the recursive parsers that a 1 MB input skips); then `random_texts`: short strings drawn from the scorers'
 syntax pieces, so most reach the deep rules.
 
 Each call runs under a wall-clock alarm (`--timeout` seconds); a call over it counts as a timeout and the run goes
 on. The report: inputs run, exceptions and timeouts (with the target and the input), and the slowest call.
 
-  PYTHONPATH=$PWD python -m genenv_jax.scripts.fuzz_scorers [--data-dir DIR] [--size 1000000] [--mid-size 10000]
+  PYTHONPATH=$PWD python -m genenv_jax.scripts.fuzz_scorers [--data_dir DIR] [--size 1000000] [--mid_size 10000]
       [--random 4000] [--seed 0] [--timeout 10] [--only SUBSTRING]
-Exit status: 0 when no call raised or timed out, 1 otherwise.
+Exit status: 0 when no call raised or timed out, 1 otherwise, 2 on a bad flag or missing data.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import pathlib
 import random
 import signal
-import sys
 import time
 import traceback
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from absl import flags
+
+from genenv_jax import cli
 from genenv_jax.data import resolve_data_dir
 from genenv_jax.tasks.benchmark import EvalItem
 
@@ -313,36 +314,39 @@ def fuzz(targets: Sequence[Target], texts: Iterable[tuple[str, str]], timeout: f
   return report
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-  p.add_argument("--data-dir", default="", help="the benchmark data (default: genenv_jax.data's resolver)")
-  p.add_argument("--size", type=int, default=1_000_000, help="characters of each adversarial input")
-  p.add_argument(
-    "--mid-size",
-    type=int,
-    default=10_000,
-    help="the adversarial inputs again at this size (0: not): deep but under the parsers' length caps",
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_string("data_dir", "", "the benchmark data (default: genenv_jax.data's resolver)", flag_values=fv),
+    flags.DEFINE_integer("size", 1_000_000, "characters of each adversarial input", flag_values=fv),
+    flags.DEFINE_integer(
+      "mid_size",
+      10_000,
+      "the adversarial inputs again at this size (0: not): deep but under the parsers' length caps",
+      flag_values=fv,
+    ),
+    flags.DEFINE_integer("random", 4000, "random short inputs (each runs on every target)", flag_values=fv),
+    flags.DEFINE_integer("seed", 0, "seeds the random short inputs", flag_values=fv),
+    flags.DEFINE_float("timeout", 10.0, "seconds one call may take before it is a timeout", flag_values=fv),
+    flags.DEFINE_string("only", None, "run only the targets whose name contains this", flag_values=fv),
   )
-  p.add_argument("--random", type=int, default=4000, help="random short inputs (each runs on every target)")
-  p.add_argument("--seed", type=int, default=0)
-  p.add_argument("--timeout", type=float, default=10.0, help="seconds one call may take before it is a timeout")
-  p.add_argument("--only", help="run only the targets whose name contains this")
-  return p.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  args = parse_args(argv)
+def main(argv: Sequence[str]) -> int:
+  """Fuzzes and prints the report. Through cli.run (or cli.call): a bad flag or missing data is one `error:` line,
+  exit status 2."""
+  cli.no_arguments(argv)
+  args = cli.namespace(_FLAGS)
   if args.size < 1 or args.mid_size < 0 or args.random < 0 or args.timeout <= 0:
-    print("fuzz_scorers: need --size >= 1, --mid-size >= 0, --random >= 0 and --timeout > 0", file=sys.stderr)
-    return 2
+    raise ValueError("need --size >= 1, --mid_size >= 0, --random >= 0 and --timeout > 0")
   args.data_dir = str(resolve_data_dir(args.data_dir or None))
   if not pathlib.Path(args.data_dir).is_dir():
-    print(
-      f"fuzz_scorers: data directory {args.data_dir} does not exist; pass --data-dir (fetch it with "
-      "`python -m genenv_jax.data fetch`)",
-      file=sys.stderr,
+    raise FileNotFoundError(
+      f"data directory {args.data_dir} does not exist; pass --data_dir (fetch it with "
+      "`python -m genenv_jax.data fetch`)"
     )
-    return 2
   targets = [t for t in make_targets(args.data_dir) if not args.only or args.only in t[0]]
   print(f"{len(targets)} targets", flush=True)
   big = Report()
@@ -366,4 +370,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  _define_flags()
+  cli.run(main, "genenv_jax.scripts.fuzz_scorers")

@@ -13,7 +13,6 @@ had reached, then the verdict; exits 1 if any array differs or a resumed run fai
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import signal
@@ -21,6 +20,10 @@ import subprocess
 import sys
 import time
 from typing import Sequence
+
+from absl import flags
+
+from genenv_jax import cli
 
 SMOKE = [
   "--config=configs/default.py:smoke+tiny",
@@ -33,6 +36,7 @@ SMOKE = [
   "--config.checkpoint_every=2",
   "--config.eval_every=4",
 ]
+_PASS_THROUGH = ("--config.",)  # cli hands these arguments to main unparsed: they go on to genenv_jax.main
 PHASES = (
   ("finished at step", "done"),
   ("eval at step", "an evaluation or the step after it"),
@@ -88,15 +92,29 @@ def final_arrays(workdir: str, extra: Sequence[str]):
   return jax.tree.leaves(state)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--kills", type=int, default=20, help="how many times to SIGKILL the run before it may finish")
-  parser.add_argument("--workdir", required=True, help="a directory for the reference and the killed runs")
-  parser.add_argument("--seed", type=int, default=0, help="seeds the kill moments")
-  args, extra = parser.parse_known_args(argv)
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli). The
+  --config.KEY=VALUE overrides are no flags of this command: cli passes them through to main (`_PASS_THROUGH`)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_integer(
+      "kills", 20, "how many times to SIGKILL the run before it may finish", lower_bound=0, flag_values=fv
+    ),
+    flags.DEFINE_string("workdir", None, "a directory for the reference and the killed runs", flag_values=fv),
+    flags.DEFINE_integer("seed", 0, "seeds the kill moments", flag_values=fv),
+  )
+  flags.mark_flag_as_required("workdir", flag_values=fv)
+
+
+def main(argv: Sequence[str]) -> int:
+  """Runs the rounds and prints the verdict (exit status 1 when a final state differs or a run fails). Through cli.run
+  (or cli.call): a bad flag or an argument other than a --config.KEY=VALUE override is one `error:` line, exit 2."""
+  args = cli.namespace(_FLAGS)
+  extra = list(argv[1:])
   bad = [a for a in extra if not a.startswith("--config.")]
-  if bad or args.kills < 0:
-    parser.error(f"extra arguments must be --config.KEY=VALUE overrides, got {bad}" if bad else "--kills must be >= 0")
+  if bad:
+    raise ValueError(f"extra arguments must be --config.KEY=VALUE overrides, got {bad}")
   import numpy as np
 
   rng = random.Random(args.seed)
@@ -136,4 +154,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  _define_flags()
+  cli.run(main, "genenv_jax.scripts.kill_resume", pass_through=_PASS_THROUGH)

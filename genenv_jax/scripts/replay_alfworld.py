@@ -3,47 +3,56 @@
 Rule: for each `game.tw-pddl` of the split (`alfworld_env.list_games`), reset the game, play its `walkthrough`
 commands in order and count the game as won when textworld reports `won` (`alfworld_env.replay_walkthrough`). This
 wins all 134 valid_unseen games. Each replay is also written to the
-step cache (`alfworld_steps`, refreshed, unless --no-cache), so later `AlfworldStepBenchmark.load_items` calls are
+step cache (`alfworld_steps`, refreshed, unless --no_cache), so later `AlfworldStepBenchmark.load_items` calls are
 fast. One reset costs 1-4 s, so a whole split takes several minutes.
 
 Usage:
-  python -m genenv_jax.scripts.replay_alfworld [--data-dir DIR] --split valid_unseen [--limit N]
-      [--cache-dir DIR | --no-cache] [--quiet]
+  python -m genenv_jax.scripts.replay_alfworld [--data_dir DIR] --split valid_unseen [--limit N]
+      [--cache_dir DIR | --no_cache] [--quiet]
 Exit status: 0 when every replayed game was won, 1 otherwise.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from typing import Sequence
 
+from absl import flags
+
+from genenv_jax import cli
 from genenv_jax.benchmarks.alfworld import env as alfworld_env
 from genenv_jax.benchmarks.alfworld import steps as alfworld_steps
 from genenv_jax.data import resolve_data_dir
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-  parser.add_argument(
-    "--data-dir",
-    default=None,
-    help="data directory (holding alfworld/) or the alfworld folder "
-    "itself (default: genenv_jax.data.resolve_data_dir())",
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_string(
+      "data_dir",
+      None,
+      "data directory (holding alfworld/) or the alfworld folder itself (default: genenv_jax.data.resolve_data_dir())",
+      flag_values=fv,
+    ),
+    flags.DEFINE_enum(
+      "split", "valid_unseen", alfworld_env.SPLITS, "the ALFWorld split whose games to replay", flag_values=fv
+    ),
+    flags.DEFINE_integer("limit", None, "replay only the first N games (sorted by name)", flag_values=fv),
+    flags.DEFINE_string(
+      "cache_dir", None, "step cache directory (default: alfworld_steps.default_cache_dir())", flag_values=fv
+    ),
+    flags.DEFINE_boolean("no_cache", False, "do not write replays to the step cache", flag_values=fv),
+    flags.DEFINE_boolean("quiet", False, "print only the summary line", flag_values=fv),
   )
-  parser.add_argument("--split", default="valid_unseen", choices=alfworld_env.SPLITS)
-  parser.add_argument("--limit", type=int, default=None, help="replay only the first N games (sorted by name)")
-  parser.add_argument(
-    "--cache-dir", default=None, help="step cache directory (default: alfworld_steps.default_cache_dir())"
-  )
-  parser.add_argument("--no-cache", action="store_true", help="do not write replays to the step cache")
-  parser.add_argument("--quiet", action="store_true", help="print only the summary line")
-  return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  args = parse_args(argv)
+def main(argv: Sequence[str]) -> int:
+  """Replays the split's walkthroughs. Through cli.run (or cli.call): a bad flag or missing data is one `error:`
+  line, exit status 2."""
+  cli.no_arguments(argv)
+  args = cli.namespace(_FLAGS)
   games = alfworld_env.list_games(resolve_data_dir(args.data_dir), args.split)
   if args.limit is not None:
     games = games[: max(args.limit, 0)]
@@ -73,4 +82,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  _define_flags()
+  cli.run(main, "genenv_jax.scripts.replay_alfworld")

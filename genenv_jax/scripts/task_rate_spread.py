@@ -1,6 +1,6 @@
 """How widely do a trained agent's per-task success rates spread within one difficulty level?
 
-  python -m genenv_jax.scripts.task_rate_spread --workdir RUN [--samples 64] [--seed 0] [--shuffle-operands]
+  python -m genenv_jax.scripts.task_rate_spread --workdir RUN [--samples 64] [--seed 0] [--shuffle_operands]
 
 For every held-out task of RUN's domain, the agent of RUN's latest checkpoint answers `--samples` times at its
 training temperature; the task's rate r is its fraction right. Per difficulty level it prints the mean and spread of
@@ -20,7 +20,7 @@ The last column splits the spread: the share of a level's variance of r explaine
 arithmetic domain, the value of the sum; `answer_explained`). Near 1, the agent's success on a task is mostly a
 matter of which number it must write.
 
-With --shuffle-operands (sums of single digits only) each answer sees its task's operands in a fresh random order:
+With --shuffle_operands (sums of single digits only) each answer sees its task's operands in a fresh random order:
 the same sum, presented differently, so that a task's rate averages over its orderings. It measures how much of the
 spread within a level comes from the order the digits happen to be written in.
 
@@ -38,11 +38,13 @@ only from p̂, and one the agent lowers as it learns the tasks it is shown.
 
 from __future__ import annotations
 
-import argparse
 import math
 from typing import Sequence
 
 import numpy as np
+from absl import flags
+
+from genenv_jax import cli
 
 
 def band_probability(rate: np.ndarray, group_size: int, alpha: float, k_min: float) -> np.ndarray:
@@ -205,23 +207,30 @@ def measure(workdir: str, samples: int, seed: int, shuffle: bool = False) -> tup
   )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--workdir", required=True, help="a finished arithmetic training run")
-  parser.add_argument("--samples", type=int, default=64, help="answers per held-out task")
-  parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument(
-    "--shuffle-operands",
-    action="store_true",
-    help="each answer sees its task's operands in a random order (sums of single digits only)",
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_string("workdir", None, "a finished arithmetic training run", flag_values=fv),
+    flags.DEFINE_integer("samples", 64, "answers per held-out task", lower_bound=1, flag_values=fv),
+    flags.DEFINE_integer("seed", 0, "seeds the sampling keys (and the operand orders)", flag_values=fv),
+    flags.DEFINE_boolean(
+      "shuffle_operands",
+      False,
+      "each answer sees its task's operands in a random order (sums of single digits only)",
+      flag_values=fv,
+    ),
   )
-  args = parser.parse_args(argv)
-  if args.samples < 1:
-    parser.error(f"--samples must be >= 1, got {args.samples}")
-  try:
-    difficulty, outcomes, s = measure(args.workdir, args.samples, args.seed, args.shuffle_operands)
-  except ValueError as err:
-    parser.error(str(err))
+  flags.mark_flag_as_required("workdir", flag_values=fv)
+
+
+def main(argv: Sequence[str]) -> None:
+  """Prints the tables. Through cli.run (or cli.call): a bad flag, a missing run or a run this cannot measure (a
+  ValueError of `measure`) is one `error:` line, exit status 2."""
+  cli.no_arguments(argv)
+  args = cli.namespace(_FLAGS)
+  difficulty, outcomes, s = measure(args.workdir, args.samples, args.seed, args.shuffle_operands)
   rows = level_table(difficulty, outcomes, **s)
   print(
     f"{args.workdir}: {len(outcomes)} held-out tasks x {args.samples} answers"
@@ -266,4 +275,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-  main()
+  _define_flags()
+  cli.run(main, "genenv_jax.scripts.task_rate_spread")

@@ -14,17 +14,20 @@ Why these trainer settings (sentencepiece's `doc/options.md` and `doc/normalizat
   * ids pad=0, bos=1, eos=2, unk=3 (what `genenv_jax.models.tokenizer` documents for the shipped model);
   * `num_threads=1`, no input shuffling: the same seed gives the same model bytes.
 
-Usage:  python -m genenv_jax.scripts.train_tokenizer --out genenv_jax/assets/arith_spm.model --vocab-size 512
+Usage:  python -m genenv_jax.scripts.train_tokenizer --out genenv_jax/assets/arith_spm.model --vocab_size 512
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import pathlib
 import random
 import string
 from typing import Sequence
+
+from absl import flags
+
+from genenv_jax import cli
 
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parents[1] / "assets" / "arith_spm.model"
 
@@ -199,17 +202,28 @@ def train(
   return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--out", default=str(DEFAULT_OUT), help="where to write the .model file")
-  parser.add_argument("--vocab-size", type=int, default=512)
-  parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--model-type", default="bpe", choices=("bpe", "unigram"))
-  args = parser.parse_args(argv)
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  _FLAGS = (
+    flags.DEFINE_string("out", str(DEFAULT_OUT), "where to write the .model file", flag_values=flag_values),
+    flags.DEFINE_integer("vocab_size", 512, "pieces in the model's vocabulary", flag_values=flag_values),
+    flags.DEFINE_integer(
+      "seed", 0, "seeds the corpus (the same seed gives the same model bytes)", flag_values=flag_values
+    ),
+    flags.DEFINE_enum("model_type", "bpe", ["bpe", "unigram"], "sentencepiece's model type", flag_values=flag_values),
+  )
+
+
+def main(argv: Sequence[str]) -> int:
+  """Trains and writes the model. Through cli.run (or cli.call): a bad flag is one `error:` line, exit status 2."""
+  cli.no_arguments(argv)
+  args = cli.namespace(_FLAGS)
   path = train(args.out, args.vocab_size, args.seed, args.model_type)
   print(f"wrote {path} ({path.stat().st_size} bytes, vocab {args.vocab_size})")
   return 0
 
 
 if __name__ == "__main__":
-  raise SystemExit(main())
+  _define_flags()
+  cli.run(main, "genenv_jax.scripts.train_tokenizer")

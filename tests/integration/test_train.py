@@ -13,6 +13,7 @@ import pytest
 from coevolution_configs import tiny_config
 from conftest import PROJECT_ROOT
 
+from genenv_jax import cli
 from genenv_jax.coevolution.build import build
 from genenv_jax.training.checkpointing import Checkpointer
 from genenv_jax.training.loop import train
@@ -272,12 +273,12 @@ def test_task_rate_spread_samples_the_trained_agent_on_every_heldout_task(straig
   assert settings == dict(group_size=config.agent.grpo.group_size, alpha=0.5, k_min=0.1)
   assert answers.shape[0] == len(difficulty)
   assert np.array_equal(task_rate_spread.measure(str(workdir), samples=4, seed=0)[1], outcomes)  # deterministic
-  task_rate_spread.main(["--workdir", str(workdir), "--samples", "2"])
+  assert cli.call(task_rate_spread, ["--workdir", str(workdir), "--samples", "2"]) == 0
   out = capsys.readouterr().out
   assert "| level | tasks |" in out and "best level" in out and "P(in band again) needs --samples >=" in out
   assert "α = 0.50 (the run): a band-chasing env is pulled toward level" in out
   assert "its answer explains |" in out
-  task_rate_spread.main(["--workdir", str(workdir), "--samples", "2", "--shuffle-operands"])
+  assert cli.call(task_rate_spread, ["--workdir", str(workdir), "--samples", "2", "--shuffle_operands"]) == 0
   assert "(operands in a random order per answer)" in capsys.readouterr().out
 
 
@@ -292,7 +293,7 @@ def test_env_validity_compares_the_initial_and_trained_env_on_each_kind_of_promp
   assert all(v.shape == (2, config.env.num_seeds * config.env.samples_per_seed) for v in cells.values())
   again, _ = env_validity.measure(str(workdir), draws=2, seed=0)
   assert all(np.array_equal(cells[k], again[k]) for k in cells)  # the same keys, the same tasks
-  env_validity.main(["--workdir", str(workdir), "--draws", "1"])
+  assert cli.call(env_validity, ["--workdir", str(workdir), "--draws", "1"]) == 0
   out = capsys.readouterr().out
   assert f"D_env holds {config.domain.num_seeds} seed tasks" in out and "| seed |" in out
 
@@ -314,8 +315,8 @@ def test_env_tracking_reports_both_envs_for_every_p_hat_shown(straight_run, caps
   assert sorted(cells) == sorted((e, p) for e in env_tracking.ENVS for p in env_tracking.SHOWN)
   assert all(abs(v) <= 20 for shifts in cells.values() for v in shifts.values())
   assert cells == env_tracking.measure(str(workdir), per_level=2, draws=1, seed=0)  # the same keys, the same tasks
-  env_tracking.main(["--workdir", str(workdir), "--per-level", "2", "--draws", "1"])
+  assert cli.call(env_tracking, ["--workdir", str(workdir), "--per_level", "2", "--draws", "1"]) == 0
   out = capsys.readouterr().out
   assert "| env | p̂ shown |" in out and "| initial | ? |" in out and "| trained | 1.0 |" in out
-  with pytest.raises(SystemExit):
-    env_tracking.main(["--workdir", str(workdir), "--draws", "0"])
+  assert cli.call(env_tracking, ["--workdir", str(workdir), "--draws", "0"]) == 2
+  assert "error: flag --draws=0" in capsys.readouterr().err

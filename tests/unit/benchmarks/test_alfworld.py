@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from genenv_jax import cli
 from genenv_jax.benchmarks.alfworld import env as alfworld_env
 from genenv_jax.benchmarks.alfworld import evaluator as alfworld
 from genenv_jax.benchmarks.alfworld import prompt as alfworld_prompt
@@ -304,7 +305,8 @@ def test_replay_script_on_one_game(
 ) -> None:
   from genenv_jax.scripts import replay_alfworld  # pylint: disable=import-outside-toplevel
 
-  assert replay_alfworld.main(["--data-dir", str(shared_data), "--split", SPLIT, "--limit", "1", "--no-cache"]) == 0
+  argv = ["--data_dir", str(shared_data), "--split", SPLIT, "--limit", "1", "--no_cache"]
+  assert cli.call(replay_alfworld, argv) == 0
   assert f"{SPLIT}: walkthrough won 1/1 games" in capsys.readouterr().out
 
 

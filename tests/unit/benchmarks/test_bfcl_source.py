@@ -4,7 +4,9 @@ import os
 import random
 
 import pytest
+from absl import flags
 
+from genenv_jax import cli
 from genenv_jax.benchmarks.bfcl import official as bfcl_official
 from genenv_jax.benchmarks.bfcl import source as bfcl_source
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall
@@ -167,10 +169,15 @@ def test_pair_sets_sizes_and_seeding():
   assert sum("'" in o for o in edited[:4]) >= 3 and sum('"' in o for o in edited[4:]) >= 2
 
 
-def test_agreement_arguments_are_checked():
-  with pytest.raises(SystemExit):
-    bfcl_agreement.parse_args(["--sets", "perturb,typo"])
-  with pytest.raises(SystemExit):
-    bfcl_agreement.parse_args(["--source-edits", "-1"])
-  args = bfcl_agreement.parse_args([])
-  assert args.sets.split(",") == list(bfcl_agreement.SETS) and args.edits == 4 and args.source_edits == 60
+def test_agreement_arguments_are_checked(capsys):
+  """A bad flag is one `error:` line and exit status 2, before the reference or the data is looked for."""
+  assert cli.call(bfcl_agreement, ["--sets", "perturb,typo"]) == 2
+  assert "error: --sets: unknown sets ['typo']" in capsys.readouterr().err
+  assert cli.call(bfcl_agreement, ["--categories", "simple_python,nope"]) == 2
+  assert "error: --categories: unknown categories ['nope']" in capsys.readouterr().err
+  assert cli.call(bfcl_agreement, ["--source_edits", "-1"]) == 2
+  assert "error: flag --source_edits=-1" in capsys.readouterr().err
+  defined = flags.FlagValues()
+  bfcl_agreement._define_flags(defined)
+  defined(["bfcl_agreement"])
+  assert defined.sets.split(",") == list(bfcl_agreement.SETS) and defined.edits == 4 and defined.source_edits == 60

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from qwen2_tokenizer_dir import qwen2_from_tiktoken, qwen_ranks_file
 
+from genenv_jax import cli
 from genenv_jax.models import tokenizer as tk
 from genenv_jax.scripts import train_tokenizer
 
@@ -94,7 +95,7 @@ def test_shipped_model_is_compact_on_domain_text(arith):
 
 def test_train_script_reproduces_shipped_model(tmp_path):
   out = tmp_path / "arith.model"
-  assert train_tokenizer.main(["--out", str(out), "--vocab-size", "512"]) == 0
+  assert cli.call(train_tokenizer, ["--out", str(out), "--vocab_size", "512"]) == 0
   assert out.read_bytes() == tk.default_tokenizer_path().read_bytes()
 
 

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from genenv_jax import cli
 from genenv_jax.scripts import fuzz_scorers
 
 # 1 MB inputs that reach the deep rules of the default (official) BFCL decoder and the linear-time tag scans
@@ -54,10 +55,13 @@ def test_fuzz_records_exceptions_timeouts_and_the_slowest_call():
 
 
 def test_cli_runs_and_counts(shared_data, capsys):
-  argv = ["--data-dir", str(shared_data), "--size", "500", "--mid-size", "0", "--random", "5", "--only", "bamboogle"]
-  assert fuzz_scorers.main(argv) == 0
+  argv = ["--data_dir", str(shared_data), "--size", "500", "--mid_size", "0", "--random", "5", "--only", "bamboogle"]
+  assert cli.call(fuzz_scorers, argv) == 0
   out = capsys.readouterr().out
   n_texts = len(fuzz_scorers.adversarial_texts(500)) + 5
   # bamboogle.score[test], bamboogle_tasks.parse, bamboogle_tasks.score
   assert out.startswith("3 targets\n") and f"total: {3 * n_texts} inputs, 0 exceptions, 0 timeouts" in out
-  assert fuzz_scorers.main(["--size", "0"]) == 2
+  assert cli.call(fuzz_scorers, ["--size", "0"]) == 2
+  assert capsys.readouterr().err == (
+    "genenv_jax.scripts.fuzz_scorers: error: need --size >= 1, --mid_size >= 0, --random >= 0 and --timeout > 0\n"
+  )

@@ -172,7 +172,7 @@ def measure(workdir: str, samples: int, seed: int, shuffle: bool = False) -> tup
     order_free = getattr(domain, "operators", None) == "+" and getattr(domain, "max_digits", None) == 1
     if not order_free or isinstance(domain, RunningSumDomain):  # running digits depend on the operands' order
       raise ValueError(
-        "--shuffle-operands reorders the operands of sums of single digits answered by their value "
+        "--shuffle_operands reorders the operands of sums of single digits answered by their value "
         f"(domain.operators = '+', domain.max_digits = 1, domain.answer = 'value'); {workdir}'s domain is not "
         "such a family"
       )

@@ -79,7 +79,7 @@ def final_arrays(workdir: str, extra: Sequence[str]):
   from genenv_jax.coevolution.build import build
   from genenv_jax.training.checkpointing import Checkpointer
 
-  config = get_config("smoke")
+  config = get_config(SMOKE[0].split(":", 1)[1])  # the runs' own variant (smoke+tiny), not another's shapes
   for flag in [*SMOKE[1:], *extra]:
     key, value = flag.removeprefix("--config.").split("=", 1)
     node = config

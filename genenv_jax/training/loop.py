@@ -36,7 +36,6 @@ from genenv_jax.coevolution.build import Run, build
 from genenv_jax.coevolution.step import CoevolutionState
 from genenv_jax.parallel import sharding as shd
 from genenv_jax.reporting.summary_report import phenomena
-from genenv_jax.rl import pools
 from genenv_jax.rl.updates import last_learning_rate
 from genenv_jax.training import log_tags
 from genenv_jax.training.checkpointing import JAX_SERVICE, Checkpointer, PreemptionGuard, ResumeError
@@ -220,26 +219,9 @@ def _rows(mesh) -> int:
 
 
 def static_augmentation(run: Run, state: CoevolutionState, rounds: int) -> CoevolutionState:
-  """The static ablation: the warm-started env writes `rounds` batches once; valid tasks join D_train for good."""
-  co, s = run.coevolution, run.coevolution.settings
-
-  def one_round(state):
-    key, k_seed, k_env = jax.random.split(jax.random.wrap_key_data(state.rng), 3)
-    seeds, _, env_pool = pools.sample(state.env_pool, k_seed, s.env.num_seeds, step=state.step)
-    seeds = {**seeds, "known": jnp.zeros_like(seeds["valid"])}
-    _, out, tasks = co.generate_tasks(state.env, seeds, k_env)
-    rows = {
-      "prompt_ids": tasks.prompt_ids,
-      "prompt_mask": tasks.prompt_mask,
-      "spec": tasks.spec,
-      "difficulty": tasks.difficulty,
-      "env_ids": out.tokens,
-      "env_mask": out.mask,
-    }
-    train_pool = pools.insert(state.train_pool, rows, tasks.valid, state.step, keep_seeds=True)
-    return state.replace(train_pool=train_pool, env_pool=env_pool, rng=jax.random.key_data(key))
-
-  fn = jax.jit(one_round, in_shardings=(run.state_shardings,), out_shardings=run.state_shardings)
+  """The static ablation: the warm-started env writes `rounds` batches once (`Coevolution.static_round`); valid tasks
+  join D_train for good."""
+  fn = jax.jit(run.coevolution.static_round, in_shardings=(run.state_shardings,), out_shardings=run.state_shardings)
   with jax.set_mesh(run.mesh):
     for _ in range(rounds):
       state = fn(state)

@@ -5,7 +5,9 @@ Writing. `MetricsWriter` builds `Summary` protos with the TensorBoard plugins' o
 `tensorboard.summary.writer.event_file_writer.EventFileWriter`. None of these import TensorFlow: their file I/O goes
 through `tensorboard.compat.tf`, which falls back to `tensorboard.compat.tensorflow_stub` when TF is absent.
 (`flax.metrics.tensorboard` and clu's writers import TensorFlow and fail here.) Only process 0 writes; every other
-process gets a writer whose methods do nothing, so the train loop calls it unconditionally.
+process gets a writer whose methods do nothing, so the train loop calls it unconditionally. Each summary carries its
+tag's one-line description (`describe`, the train loop's being `log_tags.description`) in its metadata, which
+TensorBoard shows beside the tag's chart; `read_descriptions` reads them back.
 
 Remote logdirs (gs://, s3://, ...), the truth for tensorboard 2.21 without TF: the stub's `gfile.get_filesystem`
 sends any `scheme://` path to fsspec (`tensorflow_stub/io/gfile.py: _get_fsspec_filesystem`), and for gs:// fsspec
@@ -143,6 +145,7 @@ class MetricsWriter:
     local_dir: str | os.PathLike | None = None,
     flush_secs: float = 30.0,
     enabled: bool | None = None,
+    describe: Callable[[str], str | None] | None = None,
   ):
     """Opens a new event file in `logdir` (created if needed).
 
@@ -151,8 +154,11 @@ class MetricsWriter:
       local_dir: staging directory for a remote logdir (default: a fresh temporary directory).
       flush_secs: the background writer flushes to the local file at least this often.
       enabled: write or not; default `jax.process_index() == 0`.
+      describe: tag -> its one-line description (or None), written in each summary's metadata, which TensorBoard
+        shows beside the tag's chart (the train loop passes `log_tags.description`).
     """
     self.logdir = os.fspath(logdir)
+    self._describe = describe if describe is not None else (lambda tag: None)
     self.enabled = (jax.process_index() == 0) if enabled is None else bool(enabled)
     self._remote_fs: Any = None
     self._remote_root: str | None = None
@@ -205,10 +211,13 @@ class MetricsWriter:
     values, arrays = flatten_metrics(metrics, prefix=prefix)
     summary = summary_pb2.Summary()
     for tag, value in values.items():
-      summary.value.extend(scalar_summary.scalar_pb(tag, value).value)
+      summary.value.extend(scalar_summary.scalar_pb(tag, value, description=self._describe(tag)).value)
     if histograms:
       for tag, array in arrays.items():
-        summary.value.extend(histogram_summary.histogram_pb(tag, array.astype(np.float64), buckets=bins).value)
+        histogram = histogram_summary.histogram_pb(
+          tag, array.astype(np.float64), buckets=bins, description=self._describe(tag)
+        )
+        summary.value.extend(histogram.value)
     if summary.value:
       self._add(step, summary)
 
@@ -221,7 +230,7 @@ class MetricsWriter:
     if edges is None:
       if bins < 1:
         raise ValueError(f"bins must be >= 1, got {bins}")
-      self._add(step, histogram_summary.histogram_pb(tag, array, buckets=bins))
+      self._add(step, histogram_summary.histogram_pb(tag, array, buckets=bins, description=self._describe(tag)))
       return
     edges = np.asarray(edges, np.float64)
     if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
@@ -231,7 +240,7 @@ class MetricsWriter:
     summary = summary_pb2.Summary()
     summary.value.add(
       tag=tag,
-      metadata=histogram_metadata.create_summary_metadata(display_name=None, description=None),
+      metadata=histogram_metadata.create_summary_metadata(display_name=None, description=self._describe(tag)),
       tensor=tensor_util.make_tensor_proto(buckets, dtype=np.float64),
     )
     self._add(step, summary)
@@ -265,7 +274,7 @@ class MetricsWriter:
     """Logs markdown text: a string, a list of strings, or a table given as a list of equal-length rows."""
     if not self.enabled:
       return
-    self._add(step, text_summary.text_pb(tag, _text_tensor(data)))
+    self._add(step, text_summary.text_pb(tag, _text_tensor(data), description=self._describe(tag)))
 
   def sync(self) -> bool:
     """Uploads changed local event files to a remote logdir; True if the remote copy is now current."""
@@ -431,6 +440,13 @@ def read_tags(logdir: str | os.PathLike) -> dict[str, list[str]]:
 def read_tensors(logdir: str | os.PathLike, plugin: str) -> dict[str, list[tuple[int, np.ndarray]]]:
   """{tag: [(step, value array)]} for the tensor summaries of one plugin ("scalars", "histograms", "text")."""
   return _tensors(_load(logdir), plugin)
+
+
+def read_descriptions(logdir: str | os.PathLike) -> dict[str, str]:
+  """{tag: the description in its summary metadata} for the tensor summaries in `logdir` ("" where none was given)."""
+  acc = _load(logdir)
+  tags = {tag for plugin in ("scalars", "histograms", "text") for tag in _plugin_tags(acc, plugin)}
+  return {tag: acc.SummaryMetadata(tag).summary_description for tag in sorted(tags)}
 
 
 def read_scalars(logdir: str | os.PathLike) -> dict[str, list[tuple[int, float]]]:

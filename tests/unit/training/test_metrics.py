@@ -47,6 +47,16 @@ def test_scalars_can_route_vectors_to_histograms(tmp_path):
   assert step == 5 and hist[:, 2].sum() == 8
 
 
+def test_each_summary_carries_the_description_of_its_tag(tmp_path):
+  described = {"loss": "the loss", "train/env/p_hat": "p̂ per task", "p_hat": "p̂ again", "samples": "a table"}
+  with M.MetricsWriter(tmp_path, enabled=True, describe=described.get) as w:
+    w.scalars(1, {"loss": 0.5, "other": 1.0})
+    w.scalars(1, {"env": {"p_hat": jnp.arange(4.0)}}, prefix="train", histograms=True, bins=2)
+    w.histogram(2, "p_hat", np.array([0.0, 1.0]), edges=[-0.5, 0.5, 1.5])
+    w.text(3, "samples", "text")
+  assert M.read_descriptions(tmp_path) == {**described, "other": ""}  # a tag it does not describe has none
+
+
 def test_flatten_metrics():
   scalars, arrays = M.flatten_metrics(
     {"a": {"b": jnp.int32(3), "c": jnp.ones((1,)), "v": jnp.zeros((2, 3))}, "s": "text", "n": None, "f": 1.5},

@@ -34,17 +34,18 @@ from absl import app, flags
 
 from genenv_jax import cli
 from genenv_jax.reporting import stats
-from genenv_jax.reporting.summary_report import phenomena
+from genenv_jax.reporting.summary_report import parse_summary, phenomena
 
-TRAJECTORIES = {
-  "p_hat_mean": "mean p̂ on generated tasks",
-  "difficulty_mean": "generated-task difficulty",
-  "band_frac": "fraction of tasks in the α band",
+TRAJECTORIES = {  # summary.json row keys (the step's metric names) -> plot title
+  "curriculum/p_hat_mean": "mean p̂ on generated tasks",
+  "curriculum/difficulty_mean": "generated-task difficulty",
+  "curriculum/band_frac": "fraction of tasks in the α band",
 }
 
 
 def load_runs(workdir: str) -> dict[str, dict[int, dict[str, Any]]]:
-  """{variant: {seed: summary}} from DIR/runs/VARIANT_sSEED/summary.json; runs without a summary are left out."""
+  """{variant: {seed: summary}} from DIR/runs/VARIANT_sSEED/summary.json (`parse_summary`: an older run's rows under
+  today's names); runs without a summary are left out."""
   root = os.path.join(workdir, "runs")
   if not os.path.isdir(root):
     raise FileNotFoundError(f"no runs/ under {workdir}: run genenv_jax.sweep with --workdir={workdir} first")
@@ -55,7 +56,7 @@ def load_runs(workdir: str) -> dict[str, dict[int, dict[str, Any]]]:
     if not sep or not seed.isdigit() or not os.path.exists(path):
       continue
     with open(path) as f:
-      out.setdefault(variant, {})[int(seed)] = json.load(f)
+      out.setdefault(variant, {})[int(seed)] = parse_summary(f.read())
   if not out:
     raise FileNotFoundError(f"no finished runs (runs/VARIANT_sSEED/summary.json) under {workdir}")
   return out
@@ -93,12 +94,12 @@ def variant_figures(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     out["final_accuracy_by_difficulty"] = {
       d: _ms([ev[-1]["by_difficulty"][d] for ev in evals if d in ev[-1].get("by_difficulty", {})]) for d in levels
     }
-  band = [_windows(r, "band_frac") for r in runs]
+  band = [_windows(r, "curriculum/band_frac") for r in runs]
   if all(band):
     out["band_frac_first_quarter"] = _ms([b[0] for b in band])
     out["band_frac_later_half"] = _ms([b[1] for b in band])
     out["band_frac_last_quarter"] = _ms([b[2] for b in band])
-  difficulty = [_windows(r, "difficulty_mean") for r in runs]
+  difficulty = [_windows(r, "curriculum/difficulty_mean") for r in runs]
   if all(difficulty):
     out["difficulty_first_quarter"] = _ms([d[0] for d in difficulty])
     out["difficulty_last_quarter"] = _ms([d[2] for d in difficulty])
@@ -281,7 +282,7 @@ def plot(report: dict[str, Any], workdir: str) -> dict[str, str]:
         ax.fill_between(t["steps"], m - s, m + s, alpha=0.2)
     ax.set(title=title, xlabel="step")
     ax.legend(fontsize=8)
-    paths[key] = os.path.join(workdir, f"report_{key}.png")
+    paths[key] = os.path.join(workdir, f"report_{key.rsplit('/', 1)[-1]}.png")  # report_band_frac.png, ...
     fig.tight_layout()
     fig.savefig(paths[key], dpi=100)
     plt.close(fig)

@@ -105,17 +105,18 @@ def _masked_stats(x: jax.Array, mask: jax.Array, prefix: str) -> dict[str, jax.A
 
 
 def by_seed_source(values: dict[str, jax.Array], valid: jax.Array, from_base: jax.Array) -> dict[str, jax.Array]:
-  """Each `[B]` value's mean over the valid tasks written from base seeds (`<name>_base_seeded`) and from generated
-  tasks of D_env (`<name>_pool_seeded`); NaN where no such task exists (the log and summary.json then leave it out).
+  """Each `[B]` value's mean over the valid tasks written from base seeds (`<name>_from_base_seeds`) and from
+  generated tasks of D_env (`<name>_from_generated_seeds`); NaN where no such task exists (the log and summary.json
+  then leave it out).
 
   Mean p̂ averages both kinds of prompt, in the proportions of `pools.pools.env_seed_mix`; apart, they show when one kind
   pulls it out of the band (docs/EXPERIMENTS.md, "What the default shows")."""
   out = {}
-  for source, mask in (("base", valid & from_base), ("pool", valid & ~from_base)):
+  for source, mask in (("base", valid & from_base), ("generated", valid & ~from_base)):
     m = mask.astype(jnp.float32)
     n = m.sum()
     for name, x in values.items():
-      out[f"{name}_{source}_seeded"] = jnp.where(n > 0, (x * m).sum() / jnp.maximum(n, 1.0), jnp.nan)
+      out[f"{name}_from_{source}_seeds"] = jnp.where(n > 0, (x * m).sum() / jnp.maximum(n, 1.0), jnp.nan)
   return out
 
 
@@ -129,6 +130,26 @@ def examples_across_p_hat(p_hat: jax.Array, valid: jax.Array, n: int) -> jax.Arr
   ranks = jnp.round(jnp.linspace(0.0, 1.0, n) * last).astype(jnp.int32) if n > 1 else jnp.zeros((1,), jnp.int32)
   ranks = jnp.where(valid.sum() >= n, ranks, jnp.arange(n))  # too few valid: the valid ones, then invalid ones
   return order[ranks]
+
+
+# The step's names for its update helpers' metrics (rl.updates.gradient_step, rl.grpo.grpo_loss, rl.curriculum's env
+# losses) where the helper's own name would not say what it measures; every other helper metric keeps its name under
+# "agent/" or "env/". The step's metric names are the TensorBoard tags and summary.json keys (training/log_tags.py).
+AGENT_METRIC_NAMES = {
+  "kl": "kl_to_reference",
+  "zero_std_frac": "groups_without_signal_frac",
+  "grad_norm": "grad_norm_before_clip",
+  "grad_clipped": "grad_clipped_frac",
+  "clip_frac": "ppo_clip_frac",
+}
+ENV_METRIC_NAMES = {
+  "nll": "rwr_nll",
+  "kl": "kl_to_initial",
+  "weight_max": "rwr_weight_max",
+  "grad_norm": "grad_norm_before_clip",
+  "grad_clipped": "grad_clipped_frac",
+  "cap_scale": "kl_cap_scale",
+}
 
 
 class Coevolution:
@@ -423,7 +444,7 @@ class Coevolution:
     agent, agent_opt, agent_metrics = self.agent_update(
       state.agent, state.agent_opt, state.agent_ref, grouped, agent_out, rewards, tasks.valid
     )
-    metrics.update({f"agent/{k}": v for k, v in agent_metrics.items()})
+    metrics.update({f"agent/{AGENT_METRIC_NAMES.get(k, k)}": v for k, v in agent_metrics.items()})
     valid_f = tasks.valid.astype(jnp.float32)
     metrics.update(
       {
@@ -447,30 +468,30 @@ class Coevolution:
       p_hat, valid = fresh_cur["p_hat"], fresh.valid
       metrics.update(
         {
-          "env/p_hat_mean": fresh_cur["p_hat_mean"],
-          "env/r_env_mean": fresh_cur["r_env_mean"],
-          "env/band_frac": fresh_cur["band_frac"],
-          "env/invalid_frac": 1.0 - fresh_cur["valid_frac"],
-          "env/p_hat_0_or_1_frac": grpo.masked_mean(((p_hat == 0) | (p_hat == 1)).astype(jnp.float32), valid),
+          "curriculum/p_hat_mean": fresh_cur["p_hat_mean"],
+          "curriculum/r_env_mean": fresh_cur["r_env_mean"],
+          "curriculum/band_frac": fresh_cur["band_frac"],
+          "curriculum/invalid_frac": 1.0 - fresh_cur["valid_frac"],
+          "curriculum/p_hat_0_or_1_frac": grpo.masked_mean(((p_hat == 0) | (p_hat == 1)).astype(jnp.float32), valid),
           "env/tokens": env_out.mask.sum().astype(jnp.float32),
           "env/output_len": env_out.mask.sum(-1).astype(jnp.float32).mean(),
-          "hist/p_hat": jnp.where(valid, p_hat, -1.0),
-          "hist/difficulty": jnp.where(valid, fresh.difficulty, -1.0),
+          "curriculum/p_hat": jnp.where(valid, p_hat, -1.0),  # per task, for the histogram; -1 = invalid
+          "curriculum/difficulty": jnp.where(valid, fresh.difficulty, -1.0),
           "examples/env_tokens": env_out.tokens[jnp.where(picked_fresh, fresh_row, 0)],  # shown for fresh ones only
         }
       )
-      metrics.update({f"env/{k}": v for k, v in _masked_stats(fresh.difficulty, valid, "difficulty").items()})
+      metrics.update({f"curriculum/{k}": v for k, v in _masked_stats(fresh.difficulty, valid, "difficulty").items()})
       if (
         s.pools.env_seed_mix[0] < 1
       ):  # prompts can come from D_env too; with base seeds only the split repeats the mean
         from_base = jnp.repeat(seeds["is_seed"], s.env.samples_per_seed)
         by_source = by_seed_source({"p_hat_mean": p_hat, "difficulty_mean": fresh.difficulty}, valid, from_base)
-        metrics.update({f"env/{k}": v for k, v in by_source.items()})
+        metrics.update({f"curriculum/{k}": v for k, v in by_source.items()})
       if s.env.train:
         env, env_opt, env_metrics = self.env_update(
           state.env, state.env_opt, state.env_ref, env_prompts, env_out, fresh_cur, valid
         )
-        metrics.update({f"env/{k}": v for k, v in env_metrics.items()})
+        metrics.update({f"env/{ENV_METRIC_NAMES.get(k, k)}": v for k, v in env_metrics.items()})
         skipped_env = skipped_env + env_metrics["skipped"]
       train_pool, env_pool = self.admit_fresh(train_pool, env_pool, fresh, env_out, fresh_cur, state.step)
     if s.pools.num_replay:
@@ -478,12 +499,12 @@ class Coevolution:
       train_pool = pools.update_stats(
         train_pool, replay_idx, replay_p_hat, state.step, mask=replay_rows["valid"], order_ids=replay_rows["order"]
       )
-      metrics["replay/p_hat_mean"] = grpo.masked_mean(replay_p_hat, replay_rows["valid"])
-      metrics["replay/difficulty_mean"] = grpo.masked_mean(replay_rows["difficulty"], replay_rows["valid"])
+      metrics["curriculum/replay_p_hat_mean"] = grpo.masked_mean(replay_p_hat, replay_rows["valid"])
+      metrics["curriculum/replay_difficulty_mean"] = grpo.masked_mean(replay_rows["difficulty"], replay_rows["valid"])
     metrics.update({f"pool/train_{k}": v for k, v in pools.pool_stats(train_pool, state.step).items()})
     metrics.update({f"pool/env_{k}": v for k, v in pools.pool_stats(env_pool, state.step).items()})
-    metrics["counters/skipped_agent"] = state.skipped_agent + agent_metrics["skipped"]
-    metrics["counters/skipped_env"] = skipped_env
+    metrics["agent/skipped_updates"] = state.skipped_agent + agent_metrics["skipped"]  # over the run so far
+    metrics["env/skipped_updates"] = skipped_env
 
     new_state = state.replace(
       agent=agent,

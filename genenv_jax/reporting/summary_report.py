@@ -6,7 +6,9 @@ GenEnv (arXiv 2512.19682) reports, and issue 3 asks the demo to show:
   (b) the difficulty of generated tasks rises as the agent improves;
   (c) the agent's held-out accuracy rises.
 
-Rules (pure functions of the summary dict that `train.train` writes; nothing here reads files). Each phenomenon is
+Rules (pure functions of the summary dict that `train.train` writes; nothing here reads files). A step row's keys
+are the step's metric names, the TensorBoard tags (training/log_tags.py); `parse_summary` reads a summary.json written
+before they were (with `OLD_ROW_KEYS`). Each phenomenon is
 "shown" only when it clears its noise (issue 13); otherwise "not shown", with the figures and the test:
   start / end of a per-step figure = the mean over the first / last quarter of the steps (summary.json has a row
       for every step; at least one row);
@@ -30,6 +32,7 @@ Rules (pure functions of the summary dict that `train.train` writes; nothing her
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,12 +44,36 @@ STAY_FRAC = 0.8
 N_SE = 2.0
 BAND_FRAC_MIN = 0.4
 STEP_FIGURES = {
-  "p_hat_mean": "mean p̂ on generated tasks",
-  "band_frac": "fraction of tasks in the α band",
-  "difficulty_mean": "generated-task difficulty",
-  "agent_reward": "agent reward (training tasks)",
-  "invalid_frac": "invalid env tasks",
+  "curriculum/p_hat_mean": "mean p̂ on generated tasks",
+  "curriculum/band_frac": "fraction of tasks in the α band",
+  "curriculum/difficulty_mean": "generated-task difficulty",
+  "agent/reward_mean": "agent reward (training tasks)",
+  "curriculum/invalid_frac": "invalid env tasks",
 }
+# summary.json's step-row keys before they were the step's metric names (issue 33), old -> new: `parse_summary` reads
+# an older run's file (a sweep report, a resumed run) under today's names.
+OLD_ROW_KEYS = {
+  "p_hat_mean": "curriculum/p_hat_mean",
+  "band_frac": "curriculum/band_frac",
+  "invalid_frac": "curriculum/invalid_frac",
+  "difficulty_mean": "curriculum/difficulty_mean",
+  "agent_reward": "agent/reward_mean",
+  "replay_p_hat_mean": "curriculum/replay_p_hat_mean",
+  "p_hat_mean_base_seeded": "curriculum/p_hat_mean_from_base_seeds",
+  "p_hat_mean_pool_seeded": "curriculum/p_hat_mean_from_generated_seeds",
+}
+
+
+def parse_summary(text: str) -> dict[str, Any]:
+  """A summary.json's dict with its step rows, and the figures of its saved phenomena, under today's names
+  (`OLD_ROW_KEYS`), whichever version wrote it."""
+  summary = json.loads(text)
+  renamed = lambda row: {OLD_ROW_KEYS.get(k, k): v for k, v in row.items()}  # noqa: E731
+  if "steps" in summary:
+    summary["steps"] = [renamed(row) for row in summary["steps"]]
+  if isinstance(summary.get("phenomena"), dict) and "figures" in summary["phenomena"]:
+    summary["phenomena"]["figures"] = renamed(summary["phenomena"]["figures"])
+  return summary
 
 
 def quarter_means(values: Sequence[float]) -> tuple[float, float] | None:
@@ -131,12 +158,12 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
       figures[key] = {"start": pair[0], "end": pair[1]}
   out["figures"] = figures
 
-  p_hat = [r["p_hat_mean"] for r in steps if "p_hat_mean" in r]
+  p_hat = [r["curriculum/p_hat_mean"] for r in steps if "curriculum/p_hat_mean" in r]
   if p_hat and band is not None:  # rule (a) needs the run's own band
     inside = lambda p: abs(p - alpha) <= k_min + 1e-9  # noqa: E731
     late = p_hat[len(p_hat) // 2 :]
     late_frac = sum(inside(p) for p in late) / len(late)
-    start, end = figures["p_hat_mean"]["start"], figures["p_hat_mean"]["end"]
+    start, end = figures["curriculum/p_hat_mean"]["start"], figures["curriculum/p_hat_mean"]["end"]
     out["a_p_hat_into_band"] = {
       "start": start,
       "end": end,
@@ -147,11 +174,12 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
       "holds": inside(end) and late_frac >= stay_frac - 1e-9,
     }
     late_steps = steps[len(steps) // 2 :]
-    for source, key in (("base_seeds", "p_hat_mean_base_seeded"), ("generated_seeds", "p_hat_mean_pool_seeded")):
+    for source in ("base_seeds", "generated_seeds"):
+      key = f"curriculum/p_hat_mean_from_{source}"
       values = [r[key] for r in late_steps if key in r]
       if values:
         out["a_p_hat_into_band"][f"late_mean_from_{source}"] = sum(values) / len(values)
-  kept = window_gain([r["band_frac"] for r in steps if "band_frac" in r])
+  kept = window_gain([r["curriculum/band_frac"] for r in steps if "curriculum/band_frac" in r])
   if kept is not None:
     enough = kept["window"] >= 2
     out["a2_tasks_in_band_rise"] = {
@@ -162,7 +190,7 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
       else "under 8 steps: no noise estimate, cannot be shown",
       "holds": enough and kept["gain"] > N_SE * kept["se"] and kept["end"] >= BAND_FRAC_MIN,
     }
-  d = window_gain([r["difficulty_mean"] for r in steps if "difficulty_mean" in r])
+  d = window_gain([r["curriculum/difficulty_mean"] for r in steps if "curriculum/difficulty_mean" in r])
   if d is not None:
     enough = d["window"] >= 2  # a one-step window has no variance: no noise estimate, so no verdict
     out["b_difficulty_rises"] = {
@@ -242,7 +270,8 @@ def format_report(summary: dict[str, Any]) -> str:
       f"(test: {c.get('test', 'none')}): {yes(c)}"
     )
     lines.append(f"      evaluations at steps {c['steps'][0]}..{c['steps'][-1]}: {trail}")
-  others = [k for k in STEP_FIGURES if k not in ("p_hat_mean", "band_frac", "difficulty_mean") and k in ph["figures"]]
+  shown = ("curriculum/p_hat_mean", "curriculum/band_frac", "curriculum/difficulty_mean")  # (a), (a2), (b) above
+  others = [k for k in STEP_FIGURES if k not in shown and k in ph["figures"]]
   for key in others:
     f = ph["figures"][key]
     lines.append(f"  {STEP_FIGURES[key]:<34} {f['start']:.3f} -> {f['end']:.3f}")

@@ -35,7 +35,7 @@ from absl import logging as absl_logging
 from genenv_jax.coevolution.build import Run, build
 from genenv_jax.coevolution.step import CoevolutionState
 from genenv_jax.parallel import sharding as shd
-from genenv_jax.reporting.summary_report import phenomena
+from genenv_jax.reporting.summary_report import parse_summary, phenomena
 from genenv_jax.rl.updates import last_learning_rate
 from genenv_jax.training import log_tags
 from genenv_jax.training.checkpointing import JAX_SERVICE, Checkpointer, PreemptionGuard, ResumeError
@@ -43,37 +43,36 @@ from genenv_jax.training.config_checks import validate as validate_config
 from genenv_jax.training.metrics import MetricsWriter, ProgressLine, is_remote_path
 from genenv_jax.training.warm_start import sft_batches, sft_optimizer, supervised_warm_start
 
-SUMMARY_KEYS = {
-  "p_hat_mean": "env/p_hat_mean",
-  "band_frac": "env/band_frac",
-  "invalid_frac": "env/invalid_frac",
-  "difficulty_mean": "env/difficulty_mean",
-  "agent_reward": "agent/reward_mean",
-  "replay_p_hat_mean": "replay/p_hat_mean",
-  "p_hat_mean_base_seeded": "env/p_hat_mean_base_seeded",
-  "p_hat_mean_pool_seeded": "env/p_hat_mean_pool_seeded",
-}
-FRESH_TASK_KEYS = ("p_hat_mean", "band_frac", "difficulty_mean")  # need at least one valid env task
+# The step's metrics that go into every step's summary.json row, under the step's (and TensorBoard's) names.
+SUMMARY_KEYS = (
+  "curriculum/p_hat_mean",
+  "curriculum/band_frac",
+  "curriculum/invalid_frac",
+  "curriculum/difficulty_mean",
+  "agent/reward_mean",
+  "curriculum/replay_p_hat_mean",
+  "curriculum/p_hat_mean_from_base_seeds",
+  "curriculum/p_hat_mean_from_generated_seeds",
+)
 
 
 def summary_record(host: dict[str, Any]) -> dict[str, float]:
-  """One step's summary.json row; the fresh tasks' p̂, band fraction and difficulty are left out at a step whose env
-  tasks were all invalid (there is nothing to average: a 0 there would read as a real value, e.g. a rise in
-  difficulty from 0 once tasks become valid); a figure with no tasks to average this step (NaN: say, no task was
-  written from a base seed) is left out too."""
-  row = {k: float(host[v]) for k, v in SUMMARY_KEYS.items() if v in host and math.isfinite(float(host[v]))}
-  if row.get("invalid_frac", 0.0) >= 1.0:
-    row = {k: v for k, v in row.items() if k not in FRESH_TASK_KEYS}
+  """One step's summary.json row; the fresh tasks' figures (`log_tags.FRESH_TASKS`: p̂, band fraction, difficulty)
+  are left out at a step whose env tasks were all invalid (there is nothing to average: a 0 there would read as a real
+  value, e.g. a rise in difficulty from 0 once tasks become valid), as in TensorBoard; a figure with no tasks to
+  average this step (NaN: say, no task was written from a base seed) is left out too."""
+  row = {k: float(host[k]) for k in SUMMARY_KEYS if k in host and math.isfinite(float(host[k]))}
+  if "curriculum/invalid_frac" in row and not log_tags.has_valid_fresh_task(row):
+    row = {k: v for k, v in row.items() if k not in log_tags.FRESH_TASKS}
   return row
 
 
 def _reported(metric: str, record: dict[str, float]) -> bool:
   """Whether a step metric's figure is in the step's summary record (the fresh-task figures may be left out)."""
-  key = next((k for k, v in SUMMARY_KEYS.items() if v == metric), None)
-  return key is None or key in record
+  return metric not in SUMMARY_KEYS or metric in record
 
 
-PROGRESS_KEYS = ("agent/reward_mean", "env/p_hat_mean", "env/band_frac", "env/difficulty_mean")  # step metric names
+PROGRESS_KEYS = ("agent/reward_mean", "curriculum/p_hat_mean", "curriculum/band_frac", "curriculum/difficulty_mean")
 
 
 # ---- evaluation ------------------------------------------------------------------------------------------------------
@@ -248,7 +247,7 @@ class Summary:
   ):
     """`changes` (config_changes of a resumed run) are appended to `config_changes` with the step they start at."""
     self.path = str(path)
-    old = json.loads(self._read()) if resume_step is not None and self._exists() else {}
+    old = parse_summary(self._read()) if resume_step is not None and self._exists() else {}  # older names too
     keep = lambda rows: [r for r in rows if r["step"] <= (resume_step or 0)]  # noqa: E731
     self.data = {
       "config": json.loads(config.to_json_best_effort()),
@@ -309,7 +308,7 @@ def _summary_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
   """The few scalars of a step's summary.json row (SUMMARY_KEYS), still on the device: every step gets a row, so that
   the end-of-run tests and sweep reports read every step's tasks, not one step in `log_every` (TensorBoard and the
   progress line keep `log_every`)."""
-  return {v: metrics[v] for v in SUMMARY_KEYS.values() if v in metrics}
+  return {k: metrics[k] for k in SUMMARY_KEYS if k in metrics}
 
 
 def _host_metrics(metrics: dict[str, Any], mesh) -> dict[str, np.ndarray]:
@@ -422,7 +421,8 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
     )
     log(f"resumed from the checkpoint at step {latest} in {checkpointer.directory}")
   summary = Summary(summary_path, config, latest, changes)
-  writer = MetricsWriter(workdir_path(workdir, "tensorboard"))  # process 0 writes; a remote logdir is synced
+  # process 0 writes; a remote logdir is synced; each tag carries its line of log_tags.DESCRIPTIONS
+  writer = MetricsWriter(workdir_path(workdir, "tensorboard"), describe=log_tags.description)
   with PreemptionGuard() as guard:
     if latest is None:
       about = {}
@@ -575,7 +575,7 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
   jax.block_until_ready(state)
   summary.data["wall_time_s"] = summary.data.get("wall_time_s", 0.0) + (time.time() - started)
   summary.data["final_step"] = int(jax.device_get(state.step))
-  summary.data["skipped_updates"] = {  # non-finite updates the step skipped (also counters/skipped_* in TensorBoard)
+  summary.data["skipped_updates"] = {  # skipped updates, as TensorBoard's agent/skipped_updates, env/skipped_updates
     "agent": int(jax.device_get(state.skipped_agent)),
     "env": int(jax.device_get(state.skipped_env)),
   }

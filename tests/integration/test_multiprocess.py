@@ -241,10 +241,10 @@ def test_remote_workdir_paths_and_summary(tmp_path):
   assert workdir_path(str(tmp_path), "tensorboard") == os.path.join(str(tmp_path), "tensorboard")
   url = workdir_path("memory://genenv_test_summary/run", "summary.json")  # fsspec's in-memory filesystem
   summary = Summary(url, get_config("smoke"), resume_step=None)
-  summary.data["steps"] = [{"step": 1, "p_hat_mean": 0.5}, {"step": 2, "p_hat_mean": 0.25}]
+  summary.data["steps"] = [{"step": 1, "curriculum/p_hat_mean": 0.5}, {"step": 2, "curriculum/p_hat_mean": 0.25}]
   summary.write()
   fs = fsspec.filesystem("memory")
   assert json.loads(fs.cat(url.replace("memory://", "/")).decode())["steps"][1]["step"] == 2
   resumed = Summary(url, get_config("smoke"), resume_step=1)  # a resume drops records past the restored step
-  assert resumed.data["steps"] == [{"step": 1, "p_hat_mean": 0.5}]
+  assert resumed.data["steps"] == [{"step": 1, "curriculum/p_hat_mean": 0.5}]
   fs.rm("/genenv_test_summary", recursive=True)

@@ -147,16 +147,16 @@ def test_cli_smoke_run_writes_events_checkpoint_and_summary(tmp_path):
   assert {"curriculum/examples", "eval/by_difficulty", "run/config"} <= set(tags["text"])
   assert Checkpointer(tmp_path / "checkpoints", save_every=1).latest_step() == 3
   summary = json.loads((tmp_path / "summary.json").read_text())
-  if any(r["invalid_frac"] < 1 for r in summary["steps"]):  # histograms are over valid generated tasks only
+  if any(r["curriculum/invalid_frac"] < 1 for r in summary["steps"]):  # histograms are over valid generated tasks only
     assert {"curriculum/p_hat", "curriculum/difficulty"} <= set(tags["histograms"])
   assert summary["config"]["total_steps"] == 3 and summary["wall_time_s"] > 0
   # TensorBoard gets one step in log_every (and the last); summary.json, which the verdicts read, gets every step
   assert [s for s, _ in read_scalars(str(tmp_path / "tensorboard"))["agent/reward_mean"]] == [2, 3]
   assert [r["step"] for r in summary["steps"]] == [1, 2, 3]
   last = summary["steps"][-1]
-  assert {"invalid_frac", "agent_reward"} <= set(last)
-  fresh = {"p_hat_mean", "band_frac", "difficulty_mean"}
-  assert fresh <= set(last) if last["invalid_frac"] < 1 else not fresh & set(last)  # no figure without a valid task
+  assert {"curriculum/invalid_frac", "agent/reward_mean"} <= set(last)  # the step's names, as in TensorBoard
+  fresh = {"curriculum/p_hat_mean", "curriculum/band_frac", "curriculum/difficulty_mean"}  # need a valid task
+  assert fresh <= set(last) if last["curriculum/invalid_frac"] < 1 else not fresh & set(last)
   assert "by_difficulty" in summary["evals"][-1]
   assert 0.0 <= summary["warm_start"]["heldout_accuracy_before"] <= 1.0 and "before the warm start" in out
   last = summary["evals"][-1]  # per-item scores pair evaluations item by item (stats.paired_difference)
@@ -227,15 +227,17 @@ def test_summary_records_leave_out_fresh_task_figures_when_every_env_task_is_inv
   from genenv_jax.training.loop import summary_record
 
   host = {
-    "env/p_hat_mean": np.float32(0.0),
-    "env/band_frac": np.float32(0.0),
-    "env/difficulty_mean": np.float32(0.0),
-    "env/invalid_frac": np.float32(1.0),
+    "curriculum/p_hat_mean": np.float32(0.0),
+    "curriculum/band_frac": np.float32(0.0),
+    "curriculum/difficulty_mean": np.float32(0.0),
+    "curriculum/invalid_frac": np.float32(1.0),
     "agent/reward_mean": np.float32(0.25),
+    "agent/loss": np.float32(0.5),  # not a summary figure
   }
-  assert summary_record(host) == {"invalid_frac": 1.0, "agent_reward": 0.25}
-  host["env/invalid_frac"] = np.float32(0.5)
-  assert summary_record(host)["difficulty_mean"] == 0.0 and summary_record(host)["p_hat_mean"] == 0.0
+  assert summary_record(host) == {"curriculum/invalid_frac": 1.0, "agent/reward_mean": 0.25}
+  host["curriculum/invalid_frac"] = np.float32(0.5)
+  row = summary_record(host)
+  assert row["curriculum/difficulty_mean"] == 0.0 and row["curriculum/p_hat_mean"] == 0.0
 
 
 def test_env_warm_start_partners_are_nearby_in_difficulty_or_the_seed_itself_and_can_be_unbiased():

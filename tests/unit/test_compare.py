@@ -17,7 +17,12 @@ def fake_summary(seed, acc_first, acc_last, p_hat, n=300, order_seed=100):
   correct = np.zeros(n, int)
   correct[order[: round(acc_last * n)]] = 1
   steps = [
-    {"step": t, "p_hat_mean": p + 0.01 * rng.standard_normal(), "difficulty_mean": 3 + 0.01 * t, "band_frac": 0.2}
+    {
+      "step": t,
+      "curriculum/p_hat_mean": p + 0.01 * rng.standard_normal(),
+      "curriculum/difficulty_mean": 3 + 0.01 * t,
+      "curriculum/band_frac": 0.2,
+    }
     for t, p in zip(range(1, 9), p_hat)
   ]
   evals = [
@@ -64,7 +69,7 @@ def test_report_figures_gaps_and_files(tmp_path):
   assert co["later_half_accuracy"]["mean"] == pytest.approx(co["final_accuracy"]["mean"])  # 2 evals: the last
   assert co["p_hat_in_band_shown_seeds"] == 3 and rep["variants"]["random"]["p_hat_in_band_shown_seeds"] == 0
   assert co["final_accuracy_by_difficulty"]["2"]["mean"] == pytest.approx(0.9)
-  assert co["trajectories"]["p_hat_mean"]["steps"] == list(range(1, 9))
+  assert co["trajectories"]["curriculum/p_hat_mean"]["steps"] == list(range(1, 9))
   g = rep["gaps"]
   assert g["random"]["mean"] == pytest.approx(0.10, abs=0.002) and g["random"]["ci95"][0] > 0
   assert g["random"]["verdict"] == "shown"
@@ -72,8 +77,37 @@ def test_report_figures_gaps_and_files(tmp_path):
   assert g["random_pooled"]["mean"] == pytest.approx(-0.10, abs=0.002) and g["random_pooled"]["ci95"][1] < 0
   assert g["random_pooled"]["verdict"] == "not shown: reversed, random_pooled ahead beyond the noise"
   assert "| random | 3 | +0.100" in text and "not shown" in text
-  for name in ("report.md", "report_p_hat_mean.png", "report_difficulty_mean.png", "report_accuracy_by_difficulty.png"):
+  for name in (
+    "report.md",
+    "report_p_hat_mean.png",
+    "report_difficulty_mean.png",
+    "report_band_frac.png",
+    "report_accuracy_by_difficulty.png",
+  ):
     assert (tmp_path / name).stat().st_size > 0, name
+
+
+def test_runs_written_before_the_step_names_read_the_same(tmp_path):
+  """A summary.json from before the step's metric names (issue 33: `p_hat_mean`, `band_frac`, ... in its rows) is read
+  under today's names (summary_report.OLD_ROW_KEYS): the report is the same as on today's files."""
+  from genenv_jax.reporting.summary_report import OLD_ROW_KEYS
+
+  today = {
+    (v, s): fake_summary(s, 0.5, acc + 0.01 * s, [0.6, 0.5] * 4)
+    for v, acc in (("coevolve", 0.7), ("random", 0.6))
+    for s in range(2)
+  }
+  new_to_old = {new: old for old, new in OLD_ROW_KEYS.items()}
+  before = {
+    key: {**summary, "steps": [{new_to_old.get(k, k): v for k, v in row.items()} for row in summary["steps"]]}
+    for key, summary in today.items()
+  }
+  assert "band_frac" in before[("coevolve", 0)]["steps"][0]
+  write_runs(tmp_path / "today", today)
+  write_runs(tmp_path / "before", before)
+  assert compare.load_runs(str(tmp_path / "before")) == compare.load_runs(str(tmp_path / "today"))
+  old, new = (compare.build_report(str(tmp_path / d), n_boot=50)["variants"] for d in ("before", "today"))
+  assert old == new and new["coevolve"]["band_frac_last_quarter"]["mean"] == pytest.approx(0.2)
 
 
 def test_missing_scores_and_bad_inputs(tmp_path):
@@ -96,8 +130,8 @@ def test_later_half_scores_band_windows_and_the_claimed_order(tmp_path):
   assert set(half) == {0.5} and compare.item_scores(s, "final") == [float(c) for c in s["evals"][-1]["correct"]]
   with pytest.raises(ValueError, match="window"):
     compare.item_scores(s, "best")
-  steps = [{"step": t, "band_frac": v} for t, v in enumerate([0.1, 0.1, 0.2, 0.2, 0.3, 0.3, 0.4, 0.4], 1)]
-  assert compare._windows({"steps": steps}, "band_frac") == pytest.approx((0.1, 0.35, 0.4))
+  steps = [{"step": t, "curriculum/band_frac": v} for t, v in enumerate([0.1, 0.1, 0.2, 0.2, 0.3, 0.3, 0.4, 0.4], 1)]
+  assert compare._windows({"steps": steps}, "curriculum/band_frac") == pytest.approx((0.1, 0.35, 0.4))
   table = {}
   for seed in range(3):
     table[("coevolve", seed)] = fake_summary(seed, 0.5, 0.80 + 0.01 * seed, [0.5] * 8)

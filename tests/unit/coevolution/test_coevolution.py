@@ -54,20 +54,20 @@ def test_step_compiles_once_and_updates_everything(one_device):
   m = history[-1]
   for tag in (
     "agent/reward_mean",
-    "agent/kl",
-    "agent/clip_frac",
-    "agent/zero_std_frac",
+    "agent/kl_to_reference",
+    "agent/ppo_clip_frac",
+    "agent/groups_without_signal_frac",
     "agent/entropy",
-    "agent/grad_norm",
-    "env/p_hat_mean",
-    "env/band_frac",
-    "env/invalid_frac",
-    "env/r_env_mean",
-    "env/difficulty_mean",
-    "env/nll",
-    "env/kl",
+    "agent/grad_norm_before_clip",
+    "curriculum/p_hat_mean",
+    "curriculum/band_frac",
+    "curriculum/invalid_frac",
+    "curriculum/r_env_mean",
+    "curriculum/difficulty_mean",
+    "env/rwr_nll",
+    "env/kl_to_initial",
     "env/update_kl",
-    "env/cap_scale",
+    "env/kl_cap_scale",
     "pool/train_size",
   ):
     assert tag in m and np.isfinite(m[tag]), tag
@@ -76,7 +76,23 @@ def test_step_compiles_once_and_updates_everything(one_device):
   assert max(jax.tree.leaves(delta)) > 0
   assert int(state.train_pool.valid.sum()) >= 64  # the seeds stay
   # the default prompts the env with base seeds only: a split by prompt source would repeat the means
-  assert not any("seeded" in tag for tag in history[0])
+  assert not any("_seeds" in tag for tag in history[0])
+
+
+def test_the_step_names_its_metrics_as_tensorboard_shows_them(one_device):
+  """The step's metric names are the tags (training/log_tags.py, which only picks which to write): every tag of an
+  RWR co-evolution step is among the step's metrics, and every tag it writes has a description."""
+  from genenv_jax.training import log_tags
+
+  run, _, history, _ = one_device
+  m, settings = history[-1], run.coevolution.settings
+  split = {t for t in log_tags.FRESH_TASKS if "_from_" in t}  # only where the env is prompted from D_env too
+  expected = {*log_tags.ALWAYS, *log_tags.ENV_WRITES, *(set(log_tags.FRESH_TASKS) - split), *log_tags.COUNTERS}
+  expected |= set(log_tags.OFF_POLICY) | (set(log_tags.ENV_UPDATE) - {"env/pg_loss"}) | set(log_tags.HISTOGRAMS)
+  assert sorted(expected - set(m)) == []
+  assert {f"pool/{p}_{stat}" for p, stats in log_tags.POOL_STATS.items() for stat in stats} <= set(m)
+  tags = log_tags.step_scalars(m, settings)
+  assert [t for t in tags if log_tags.description(t) is None] == []
 
 
 def test_by_seed_source_averages_each_kind_of_prompt_over_its_valid_tasks():
@@ -84,10 +100,10 @@ def test_by_seed_source_averages_each_kind_of_prompt_over_its_valid_tasks():
   valid = jnp.asarray([True, True, True, False, True])
   from_base = jnp.asarray([True, True, False, False, False])
   out = {k: float(v) for k, v in by_seed_source({"p_hat_mean": p_hat}, valid, from_base).items()}
-  assert out["p_hat_mean_base_seeded"] == pytest.approx(0.8)  # (0.9 + 0.7) / 2
-  assert out["p_hat_mean_pool_seeded"] == pytest.approx(0.3)  # (0.5 + 0.1) / 2: the invalid 0.3 is left out
+  assert out["p_hat_mean_from_base_seeds"] == pytest.approx(0.8)  # (0.9 + 0.7) / 2
+  assert out["p_hat_mean_from_generated_seeds"] == pytest.approx(0.3)  # (0.5 + 0.1) / 2: the invalid 0.3 is left out
   none_base = by_seed_source({"p_hat_mean": p_hat}, valid, jnp.zeros(5, bool))
-  assert np.isnan(float(none_base["p_hat_mean_base_seeded"]))
+  assert np.isnan(float(none_base["p_hat_mean_from_base_seeds"]))
 
 
 @pytest.mark.parametrize("mesh", ["8x1x1", "2x2x2"])
@@ -135,10 +151,10 @@ def test_host_verifier_on_a_mesh_gives_identical_rewards_inside_the_step(mesh_22
   for key in (
     "agent/reward_mean",
     "agent/accuracy",
-    "env/p_hat_mean",
-    "env/invalid_frac",
-    "env/difficulty_mean",
-    "replay/p_hat_mean",
+    "curriculum/p_hat_mean",
+    "curriculum/invalid_frac",
+    "curriculum/difficulty_mean",
+    "curriculum/replay_p_hat_mean",
   ):
     assert [float(m[key]) for m in host_history] == [float(m[key]) for m in jax_history], key
 
@@ -162,8 +178,8 @@ class MalformedEnv(Coevolution):
 def test_malformed_env_output_is_counted_and_never_crashes():
   _, state, history, _ = run_steps(tiny_config(), 2, devices=jax.devices()[:1], coevolution_cls=MalformedEnv)
   for m in history:
-    assert float(m["env/invalid_frac"]) == 1.0
-    assert float(m["env/band_frac"]) == 0.0
+    assert float(m["curriculum/invalid_frac"]) == 1.0
+    assert float(m["curriculum/band_frac"]) == 0.0
     assert np.isfinite(float(m["agent/loss"]))
   assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(state.agent) + jax.tree.leaves(state.env))
   # nothing invalid joined the pools: only the seeds
@@ -199,12 +215,12 @@ def test_ablations_run(overrides):
   _, state, history, _ = run_steps(tiny_config(**overrides), 2, devices=jax.devices()[:1])
   assert int(state.step) == 2
   if overrides.get("mode") == "grpo":
-    assert "env/p_hat_mean" not in history[-1]
+    assert "curriculum/p_hat_mean" not in history[-1]
   if overrides.get("env.train") is False:
     ref = build(tiny_config(**overrides), devices=jax.devices()[:1])[1]
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), state.env, ref.env)
   if overrides.get("env.objective") == "pg":
-    assert np.isfinite(float(history[-1]["env/loss"]))
+    assert np.isfinite(float(history[-1]["env/loss"])) and "env/pg_loss" in history[-1]  # log_tags.ENV_UPDATE
 
 
 def test_bad_settings_are_rejected():
@@ -234,8 +250,8 @@ def test_reference_per_minibatch_under_remat_at_the_sampling_temperature():
   assert float(m["agent/num_tokens"]) > 0
   np.testing.assert_allclose(float(m["agent/ratio_mean"]), 1.0, atol=1e-5)  # T = 1 scoring gives 1.00013 here
   np.testing.assert_allclose(float(m["agent/ratio_max"]), 1.0, atol=1e-4)
-  np.testing.assert_allclose(float(m["agent/kl"]), 0.0, atol=1e-6)
-  assert float(m["agent/clip_frac"]) == 0.0
+  np.testing.assert_allclose(float(m["agent/kl_to_reference"]), 0.0, atol=1e-6)
+  assert float(m["agent/ppo_clip_frac"]) == 0.0
 
 
 class CopyingEnv(Coevolution):
@@ -256,13 +272,13 @@ def test_d_env_admits_the_tasks_kept_in_the_band_or_every_valid_one(admits):
   config = tiny_config(**{"pools.env_admits": admits, "pools.env_seed_mix": (0.25, 0.5, 0.25)})
   _, state, history, _ = run_steps(config, 1, devices=jax.devices()[:1], coevolution_cls=CopyingEnv)
   m = history[0]
-  assert float(m["env/invalid_frac"]) == 0.0  # the copied seeds all parse
+  assert float(m["curriculum/invalid_frac"]) == 0.0  # the copied seeds all parse
   # prompts may come from D_env, so p̂ and difficulty are split by prompt source; at step 0 D_env holds base seeds only
-  assert float(m["env/p_hat_mean_base_seeded"]) == pytest.approx(float(m["env/p_hat_mean"]))
-  assert float(m["env/difficulty_mean_base_seeded"]) == pytest.approx(float(m["env/difficulty_mean"]))
-  assert np.isnan(float(m["env/p_hat_mean_pool_seeded"]))
+  assert float(m["curriculum/p_hat_mean_from_base_seeds"]) == pytest.approx(float(m["curriculum/p_hat_mean"]))
+  assert float(m["curriculum/difficulty_mean_from_base_seeds"]) == pytest.approx(float(m["curriculum/difficulty_mean"]))
+  assert np.isnan(float(m["curriculum/p_hat_mean_from_generated_seeds"]))
   fresh = config.env.num_seeds
-  kept = round(float(m["env/band_frac"]) * fresh)
+  kept = round(float(m["curriculum/band_frac"]) * fresh)
   generated = int(state.env_pool.valid.sum()) - config.domain.num_seeds
   assert generated == (kept if admits == "band" else fresh)
   assert int(state.train_pool.valid.sum()) - config.domain.num_seeds == fresh  # D_train takes every valid task

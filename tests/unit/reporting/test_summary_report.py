@@ -1,12 +1,16 @@
 """The end-of-run report (genenv_jax.reporting.summary_report): quarter means, the three phenomena's rules, the
 printed text."""
 
+import json
+
 import numpy as np
 import pytest
 
 from genenv_jax.reporting.summary_report import (
+  OLD_ROW_KEYS,
   accuracy_gain,
   format_report,
+  parse_summary,
   phenomena,
   quarter_means,
   slope,
@@ -18,11 +22,11 @@ def make_summary(p_hat, difficulty, accuracy, alpha=0.5, k_min=0.1, n=2000):
   steps = [
     {
       "step": 5 * (i + 1),
-      "p_hat_mean": p,
-      "band_frac": 0.1 * i,
-      "difficulty_mean": d,
-      "agent_reward": 0.5,
-      "invalid_frac": 0.0,
+      "curriculum/p_hat_mean": p,
+      "curriculum/band_frac": 0.1 * i,
+      "curriculum/difficulty_mean": d,
+      "agent/reward_mean": 0.5,
+      "curriculum/invalid_frac": 0.0,
     }
     for i, (p, d) in enumerate(zip(p_hat, difficulty))
   ]
@@ -129,14 +133,14 @@ def test_window_gain_noise():
 def test_a2_needs_a_rise_beyond_the_noise_and_an_end_of_at_least_0_4():
   base = make_summary(p_hat=[0.5] * 8, difficulty=[3] * 8, accuracy=[0.5, 0.5])
   for row, v in zip(base["steps"], [0.2, 0.22, 0.3, 0.35, 0.4, 0.42, 0.45, 0.47]):
-    row["band_frac"] = v
+    row["curriculum/band_frac"] = v
   a2 = phenomena(base)["a2_tasks_in_band_rise"]
   assert a2["start"] == pytest.approx(0.21) and a2["end"] == pytest.approx(0.46) and a2["holds"]
   for row, v in zip(base["steps"], [0.2, 0.22, 0.3, 0.35, 0.3, 0.32, 0.35, 0.37]):  # rises, but ends below 0.4
-    row["band_frac"] = v
+    row["curriculum/band_frac"] = v
   assert not phenomena(base)["a2_tasks_in_band_rise"]["holds"]
   for row, v in zip(base["steps"], [0.1, 0.6, 0.2, 0.5, 0.6, 0.1, 0.5, 0.3]):  # ends above 0.4 inside its noise
-    row["band_frac"] = v
+    row["curriculum/band_frac"] = v
   a2 = phenomena(base)["a2_tasks_in_band_rise"]
   assert a2["end"] == pytest.approx(0.4) and a2["gain"] < 2 * a2["se"] and not a2["holds"]
   assert "(a2) tasks whose own p̂ is in band" in format_report(base) and "not shown" in format_report(base)
@@ -145,9 +149,9 @@ def test_a2_needs_a_rise_beyond_the_noise_and_an_end_of_at_least_0_4():
 def test_the_later_half_mean_p_hat_is_split_by_the_env_prompts_seed_source():
   s = make_summary(p_hat=[0.6] * 8, difficulty=[5] * 8, accuracy=[0.5])
   for i, row in enumerate(s["steps"]):
-    row["p_hat_mean_base_seeded"] = 0.9 if i < 6 else 0.7  # later half (rows 4-7): 0.9, 0.9, 0.7, 0.7
+    row["curriculum/p_hat_mean_from_base_seeds"] = 0.9 if i < 6 else 0.7  # later half (rows 4-7): 0.9, 0.9, 0.7, 0.7
     if i != 7:  # a step with no task written from a generated seed has no figure
-      row["p_hat_mean_pool_seeded"] = 0.5
+      row["curriculum/p_hat_mean_from_generated_seeds"] = 0.5
   a = phenomena(s)["a_p_hat_into_band"]
   assert a["late_mean_from_base_seeds"] == pytest.approx(0.8)
   assert a["late_mean_from_generated_seeds"] == pytest.approx(0.5)
@@ -173,3 +177,32 @@ def test_with_per_item_scores_the_paired_ci_alone_decides():
   assert not g["significant"] and "2 SE does not decide" in g["test"]
   # without per-item scores the 2 SE test is the only noise estimate, and it decides
   assert accuracy_gain({"accuracy": 0.5, "n": 400}, {"accuracy": 0.575, "n": 400})["significant"]
+
+
+def test_a_summary_written_before_the_step_names_is_read_under_them():
+  """summary.json rows used short names of their own until the step's metric names became the one name (issue 33);
+  such a file, its saved phenomena too, reads as if written today."""
+  today = make_summary(
+    p_hat=[0.8, 0.7, 0.6, 0.5, 0.5, 0.5, 0.5, 0.5], difficulty=[3, 3, 4, 5, 6, 6, 7, 7], accuracy=[0.5]
+  )
+  for row in today["steps"]:
+    row.update({"curriculum/p_hat_mean_from_base_seeds": 0.6, "curriculum/replay_p_hat_mean": 0.4})
+  today["phenomena"] = phenomena(today)
+  new_to_old = {new: old for old, new in OLD_ROW_KEYS.items()}
+  old_rows = [{new_to_old.get(k, k): v for k, v in row.items()} for row in today["steps"]]
+  assert set(old_rows[0]) == {
+    "step",
+    "p_hat_mean",
+    "band_frac",
+    "difficulty_mean",
+    "agent_reward",
+    "invalid_frac",
+    "p_hat_mean_base_seeded",
+    "replay_p_hat_mean",
+  }
+  old_figures = {new_to_old[k]: v for k, v in today["phenomena"]["figures"].items()}
+  before = {**today, "steps": old_rows, "phenomena": {**today["phenomena"], "figures": old_figures}}
+  read = parse_summary(json.dumps(before))
+  assert read == json.loads(json.dumps(today))
+  assert format_report(read) == format_report(today) and "agent reward (training tasks)" in format_report(read)
+  assert parse_summary('{"config": {}}') == {"config": {}}  # nothing to rename

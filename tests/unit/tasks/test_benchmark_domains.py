@@ -291,9 +291,16 @@ def test_coevolution_step_on_qa_domain(shared_data):
   wait_for_host_callbacks(state, metrics)
   m = {k: float(v) for k, v in jax.device_get(metrics).items() if np.ndim(v) == 0}
   assert step._cache_size() == 1 and int(state.step) == 2
-  for tag in ("agent/reward_mean", "agent/kl", "env/invalid_frac", "env/p_hat_mean", "env/nll", "replay/p_hat_mean"):
+  for tag in (
+    "agent/reward_mean",
+    "agent/kl_to_reference",
+    "curriculum/invalid_frac",
+    "curriculum/p_hat_mean",
+    "env/rwr_nll",
+    "curriculum/replay_p_hat_mean",
+  ):
     assert np.isfinite(m[tag]), tag
-  assert 0.0 <= m["env/invalid_frac"] <= 1.0 and 0.0 <= m["agent/reward_mean"] <= 1.0
+  assert 0.0 <= m["curriculum/invalid_frac"] <= 1.0 and 0.0 <= m["agent/reward_mean"] <= 1.0
   assert int(state.train_pool.valid.sum()) >= NUM_SEEDS  # the seeds stay in D_train
 
 

@@ -16,9 +16,9 @@ six topics:
                (`OFF_POLICY`): with one, every update is on-policy, so the ratio is 1 and nothing is clipped by
                construction.
   env/         the env update (RWR or GRPO on R_env): its loss terms, KL to the initial env, the update's own KL and
-               the cap's scale, gradient and update norms, learning rate, output length. Logged only at steps where
-               the env was updated (`ENV_UPDATE`, `env_updated`): a step that kept no task in the band has no env
-               loss, not a loss of 0.
+               the cap's scale, gradient and update norms, learning rate: only at steps where the env was updated
+               (`ENV_UPDATE`, `env_updated`), as a step that kept no task in the band has no env loss, not a loss of
+               0; and the env's output length, whenever it writes.
   pool/        D_train and (when an env writes tasks) D_env: size, share of seeds, staleness, times sampled, mean p̂
                (once some task has one) and difficulty; D_train's share of tasks with a measured p̂ (D_env's is
                1 - its share of seeds: its seeds are never measured, its generated tasks always are).
@@ -29,7 +29,7 @@ Not logged: values that are another tag in a different unit (pool fill = size / 
 lengths) or its complement (D_env's share of measured tasks), exact duplicates for exact-match rewards (the agent's
 success rate is its mean reward), the advantages' mean (0 by construction), the KL over all env tokens (≈ the kept
 tasks' KL), and the skipped-update counters while they are 0 (summary.json holds them; once non-zero they are
-logged).
+logged). The step's other figures (agent/loss, agent/tokens, env/num_kept, ...) are for the loop and benchmarks.
 """
 
 from __future__ import annotations

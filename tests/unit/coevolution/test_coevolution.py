@@ -93,6 +93,9 @@ def test_the_step_names_its_metrics_as_tensorboard_shows_them(one_device):
   assert {f"pool/{p}_{stat}" for p, stats in log_tags.POOL_STATS.items() for stat in stats} <= set(m)
   tags = log_tags.step_scalars(m, settings)
   assert [t for t in tags if log_tags.description(t) is None] == []
+  # D_env's seeds are never measured and its generated tasks always are: its measured share is not a tag of its own
+  assert float(m["pool/env_frac_evaluated"]) == pytest.approx(1 - float(m["pool/env_frac_seed"]))
+  assert "pool/env_frac_evaluated" not in tags and "pool/env_frac_seed" in tags
 
 
 def test_by_seed_source_averages_each_kind_of_prompt_over_its_valid_tasks():

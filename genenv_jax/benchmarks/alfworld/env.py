@@ -11,7 +11,7 @@ the `walkthrough` extra (`policy_commands`, the planner's plan, works too but is
 
 Facts measured here (alfworld 0.4.2, textworld 1.7.0): a reset costs 1-4 s (the PDDL is translated by fast-downward);
 a step about 0.1 s. Commands are case-sensitive and every admissible command is lower case ("GO TO x" does nothing),
-so callers normalise actions to lower case first (see `alfworld_prompt.normalize_action`). Any text, the empty string
+so callers normalise actions to lower case first (see `alfworld.prompt.normalize_action`). Any text, the empty string
 included, is a legal command: an inadmissible one returns "Nothing happens." and changes nothing.
 
 Requires the optional extra: `pip install -e .[alfworld]` (alfworld==0.4.2, textworld[pddl]==1.7.0; the latter

@@ -45,9 +45,10 @@ class Slice:
   kv_cache: str = "auto"  # the agent's KV cache kind: auto (bf16) or int8 (about half the bytes; approximate)
 
 
-# Sized with `python -m genenv_jax.plan` (README, Planning). v5p-N has N/2 chips (N counts TensorCores), v6e-N N chips.
-# On one host the agent's 512 rows x 9,000-slot KV cache and its prefill are split over only 4 or 8 chips: smaller
-# prefill chunks and mini-batches, and on v6e-8 (32 GiB chips) an int8 agent cache, bring the peak under 90% of HBM.
+# Sized with `python -m genenv_jax.plan` (README, "Planning"). v5p-N has N/2 chips (N counts TensorCores), v6e-N N
+# chips. On one host the agent's 512 rows x 9,000-slot KV cache and its prefill are split over only 4 or 8 chips:
+# smaller prefill chunks and mini-batches, and on v6e-8 (32 GiB chips) an int8 agent cache, bring the peak under 90% of
+# HBM.
 SLICES = {
   "v5p-64": Slice(dict(data=1, fsdp=32, tensor=1), 16, "qwen2.5-7b"),
   "v5p-128": Slice(dict(data=1, fsdp=32, tensor=2), 16, "qwen2.5-7b"),

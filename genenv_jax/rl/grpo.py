@@ -3,7 +3,7 @@
 Losses know nothing of models: they take per-token log-probs, masks and rewards as arrays. Every function is
 jittable with static shapes; string options (method, estimator, aggregation mode) must be static under jit.
 
-Official agent defaults (GenEnv paper, Section 4 / Algorithm 1, see DESIGN.md step 4), collected in `DEFAULTS`:
+Official agent defaults (GenEnv paper, Section 4 / Algorithm 1; docs/DESIGN.md, "The method"), collected in `DEFAULTS`:
   G = 8 rollouts per task, clip 0.2 (clip_low = clip_high = 0.2), low-variance k3 KL to the reference with coefficient
   0.001, token-level loss ("token-mean"), learning rate 1e-6 with AdamW. `DEFAULTS` is a read-only mapping.
 

@@ -2,9 +2,10 @@
 
 Rule: for each `game.tw-pddl` of the split (`benchmarks.alfworld.env.list_games`), reset the game, play its
 `walkthrough` commands in order and count the game as won when textworld reports `won`
-(`benchmarks.alfworld.env.replay_walkthrough`). This wins all 134 valid_unseen games. Each replay is also written to the
-step cache (`benchmarks.alfworld.steps`, refreshed, unless --no_cache), so later `AlfworldStepBenchmark.load_items`
-calls are fast. One reset costs 1-4 s, so a whole split takes several minutes.
+(`benchmarks.alfworld.env.replay_walkthrough`). Each replay is also written to the step cache
+(`benchmarks.alfworld.steps`, refreshed, unless --no_cache), so later `AlfworldStepBenchmark.load_items` calls are fast.
+A reset is slow, so a whole split takes minutes (docs/EXPERIMENTS.md, "Costs behind implementation choices", has the
+times and the win count).
 
 Usage:
   python -m genenv_jax.scripts.replay_alfworld [--data_dir DIR] --split valid_unseen [--limit N]

@@ -2,8 +2,9 @@
 
 Seeds: the expert-walkthrough steps of `alfworld/valid_train` games, replayed in the real games and cached on disk
 (`alfworld.steps.load_step_records`). The ALFWorld evaluation splits are valid_unseen (the paper's 134 games) and
-valid_seen; their games are never seeds. `num_games` games are taken evenly spaced over the sorted valid_train list
-(so every task type is represented); a first replay costs about 4 s per game, later loads read the cache.
+valid_seen; their games are never seeds. `num_games` games are taken evenly spaced over the sorted valid_train list (so
+every task type is represented); a first replay plays the game (seconds, docs/EXPERIMENTS.md, "Costs behind
+implementation choices"), later loads read the cache.
 
 Env text format (a decision: the task, the room, up to MAX_HISTORY earlier steps, the observation, the commands and
 the next action):

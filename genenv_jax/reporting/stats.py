@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+Z_95 = 1.959963984540054
+
 
 def binomial_se(p: float, n: int) -> float:
   """Standard error of a proportion p measured on n independent items: sqrt(p (1 - p) / n)."""

@@ -24,7 +24,7 @@ def test_bootstrap_ci_covers_the_mean_and_shrinks_with_more_items():
   assert hi2 - lo2 < (hi - lo) / 2  # width ~ 1/sqrt(n): 20x the items, about a 4.5x narrower interval
   # the bootstrap width matches the binomial SE: 95% CI about 2 * 1.96 SE wide
   se = stats.binomial_se(large.mean(), large.size)
-  assert hi2 - lo2 == pytest.approx(2 * 1.959963984540054 * se, rel=0.2)
+  assert hi2 - lo2 == pytest.approx(2 * stats.Z_95 * se, rel=0.2)
 
 
 def test_paired_difference_sees_a_real_gap_and_not_noise():

@@ -74,6 +74,7 @@ from genenv_jax.coevolution.settings import (
   EnvSettings,
   PoolSettings,
   Settings,
+  WarmStartSettings,
   to_config,
 )
 
@@ -170,17 +171,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.pools.num_replay = 16
   c.pools.env_seed_mix = (1.0, 0.0, 0.0)  # (base, old, new): base seeds only, as GenEnv-Random (module docstring)
 
-  c.warm_start = ml_collections.ConfigDict(
-    dict(
-      agent_steps=2000,
-      env_steps=150,
-      batch_size=64,
-      lr=3e-3,
-      env_copy_frac=0.0,
-      env_targets="nearby",
-      env_p_hats="unknown",  # the p̂ shown in the env's warm-start prompts: unknown | all (warm_start.sft_batches)
-    )
-  )
+  # the demo's warm start is the settings' own (WarmStartSettings): env_p_hats, the p̂ shown in the env's warm-start
+  # prompts, unknown | all (training.warm_start.sft_batches)
+  c.warm_start = to_config(WarmStartSettings())
 
   for variant in [v.strip() for v in arg.split("+")]:  # override sets compose left to right: smoke+random
     _apply_variant(c, variant)

@@ -40,7 +40,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     "compile_cache",
     "",
     "Directory of JAX's persistent compilation cache, so that a restart does not compile the step again (default: "
-    "WORKDIR/compile_cache; 'off' disables it).",
+    "$JAX_COMPILATION_CACHE_DIR where set, else WORKDIR/compile_cache; 'off' disables it).",
     flag_values=flag_values,
   )
   flags.mark_flags_as_required(["config", "workdir"], flag_values=flag_values)
@@ -72,7 +72,7 @@ def main(argv) -> None:
   if _COMPILE_CACHE.value != "off":
     from genenv_jax.parallel import compile_cache
 
-    compile_cache.enable(_COMPILE_CACHE.value or os.path.join(workdir, "compile_cache"))
+    compile_cache.enable(compile_cache.directory_for(_COMPILE_CACHE.value, workdir))
   # Missing data (DataMissingError names the dataset, the file and the fetch command) and other user errors are
   # reported by cli.run as one `error:` line with exit status 2.
   summary = train(config, workdir, log=lambda msg: print(msg, flush=True) if sharding.is_main_process() else None)

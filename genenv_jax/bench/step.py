@@ -527,8 +527,9 @@ def main(argv: Sequence[str]) -> None:
 
   run, state = build(config, devices=jax.devices()[: args.devices] if args.devices else None)
   stage("build")
-  if config.warm_start.agent_steps or config.warm_start.env_steps:
-    state = warm_start(run, state, config, log=lambda msg: print(msg, flush=True))
+  warm = run.coevolution.settings.warm_start
+  if warm.agent_steps or warm.env_steps:
+    state = warm_start(run, state, config.seed, log=lambda msg: print(msg, flush=True))
   stage("warm_start")
   co = run.coevolution
   with jax.set_mesh(run.mesh):

@@ -18,7 +18,7 @@ from jax.sharding import Mesh
 
 from genenv_jax.benchmarks.registry import build_domain
 from genenv_jax.coevolution.settings import OptimizerSettings, PoolSettings, from_config
-from genenv_jax.coevolution.step import POOL_FIELDS, Coevolution, CoevolutionState
+from genenv_jax.coevolution.step import Coevolution, CoevolutionState, pool_rows, task_batch
 from genenv_jax.models.config import ModelConfig
 from genenv_jax.models.hf import abstract_model, load_hf
 from genenv_jax.models.tokenizer import Tokenizer, load_tokenizer
@@ -53,7 +53,8 @@ def model_from_config(cfg: ml_collections.ConfigDict, vocab_size: int, mesh: Mes
 
 
 def task_rows(tasks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-  return {k: tasks[k] for k in POOL_FIELDS}
+  """The pool rows of a domain's tasks (`seed_tasks()`: the TaskBatch fields and each task's own env text)."""
+  return pool_rows(task_batch(tasks), tasks["env_ids"], tasks["env_mask"])
 
 
 def check_pool_capacities(pool_settings: PoolSettings, num_seed_tasks: int) -> None:

@@ -1,7 +1,8 @@
 """The run's settings: one typed tree that mirrors the config's sections, the only place that names, defaults and checks
 a setting of the co-evolution step.
 
-  Settings(mode, domain: DomainSettings, agent: AgentSettings, env: EnvSettings, pools: PoolSettings)
+  Settings(mode, domain: DomainSettings, agent: AgentSettings, env: EnvSettings, pools: PoolSettings,
+           warm_start: WarmStartSettings)
   AgentSettings(sampling: SamplingParams, logprob_chunk, grpo: GrpoSettings, optimizer: OptimizerSettings)
   EnvSettings(train, objective, sampling: SamplingParams, logprob_chunk, num_seeds, samples_per_seed,
               curriculum: CurriculumSettings, kl_coef, max_kl, kl_cap_mode, optimizer: OptimizerSettings)
@@ -17,8 +18,10 @@ section, checks itself, and travels as is from the config to the sampler and the
 saved before a key existed), and every bad value is listed at once (`SettingsError`). `to_config(section)` is the
 inverse for the config files: they start from the defaults and override what their run changes.
 
-Sections the step does not read (the models' shapes, the domain's tasks, the warm start, the run's schedule) are
-checked by training/config_checks.py, which keeps only those and what crosses into them.
+The warm start (training.warm_start, before the first step) reads its own section, `WarmStartSettings`. Sections
+outside the tree (the models' shapes, the domain's tasks, the run's schedule) are checked by
+training/config_checks.py, which keeps only those and what crosses into them (the warm start's env targets against
+the domain).
 """
 
 from __future__ import annotations
@@ -307,6 +310,37 @@ class PoolSettings(Section):
   static_rounds: int = setting(8, count(1), "an integer >= 1")
 
 
+ENV_TARGETS = ("nearby", "nearby_level", "variation", "rate_directed")  # training.warm_start.sft_batches' targets
+ENV_P_HATS = ("unknown", "all")  # the p̂ its env prompts show (training.warm_start.env_p_hat_values)
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmStartSettings(Section):
+  """The supervised warm start of both models on the domain's seed tasks (training.warm_start), before the first
+  step: `agent_steps` and `env_steps` AdamW steps on `batch_size` pairs, lr decayed from `lr` to lr / 10. The env's
+  targets (`env_targets`, `env_copy_frac`) and the p̂ its prompts show (`env_p_hats`): training.warm_start.sft_batches.
+  The defaults are the demo's (configs/default.py says why 2,000 agent steps); configs/qwen2_5_7b.py sets both step
+  counts to 0 (an instruction-tuned checkpoint needs no warm start)."""
+
+  agent_steps: int = setting(2000, count(0), "an integer >= 0")
+  env_steps: int = setting(150, count(0), "an integer >= 0")
+  batch_size: int = setting(64, count(1), "an integer >= 1")
+  lr: float = setting(3e-3, positive, "a number > 0")
+  env_copy_frac: float = setting(0.0, unit, "a number in [0, 1] (the share of env targets that restate their seed)")
+  env_targets: str = setting("nearby", *choice(ENV_TARGETS))
+  env_p_hats: str = setting("unknown", *choice(ENV_P_HATS))
+
+  @classmethod
+  def constraints(cls, values, path):
+    targets, shown = (values.get(k, getattr(cls, k)) for k in ("env_targets", "env_p_hats"))
+    if targets == "rate_directed" and shown != "all":
+      return [
+        f"{path}env_targets = 'rate_directed' directs each env target by the p̂ its prompt shows: set "
+        f"{path}env_p_hats = 'all'"
+      ]
+    return []
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings(Section):
   """The whole tree the step, the warm start, the loop and the logs read (module docstring)."""
@@ -316,6 +350,7 @@ class Settings(Section):
   agent: AgentSettings = section(AgentSettings)
   env: EnvSettings = section(EnvSettings)
   pools: PoolSettings = section(PoolSettings)
+  warm_start: WarmStartSettings = section(WarmStartSettings)
 
   @classmethod
   def constraints(cls, values, path):

@@ -84,6 +84,15 @@ def task_batch(rows: dict[str, jax.Array]) -> TaskBatch:
   )
 
 
+def pool_rows(tasks: TaskBatch, env_ids: jax.Array, env_mask: jax.Array) -> dict[str, jax.Array]:
+  """A pool's rows (POOL_FIELDS) of `tasks`: their TaskBatch fields but `valid` (the pool keeps its own, per slot),
+  and each task as the env writes it (`env_ids` / `env_mask`: the env's output, or a seed's own text), which an env
+  prompt seeded with the task shows. The one builder of pool rows: the seed pools, the step's admissions and the
+  static ablation's rounds."""
+  fields = (tasks.prompt_ids, tasks.prompt_mask, tasks.spec, tasks.difficulty, env_ids, env_mask)
+  return dict(zip(POOL_FIELDS, fields))
+
+
 def _masked_stats(x: jax.Array, mask: jax.Array, prefix: str) -> dict[str, jax.Array]:
   m = mask.astype(jnp.float32)
   n = jnp.maximum(m.sum(), 1.0)
@@ -386,14 +395,7 @@ class Coevolution:
     """The fresh tasks into D_train (every valid one) and D_env (those in the band, or every valid one with
     `pools.env_admits = "valid"`), each with its p̂."""
     s = self.settings
-    rows = {
-      "prompt_ids": fresh.prompt_ids,
-      "prompt_mask": fresh.prompt_mask,
-      "spec": fresh.spec,
-      "difficulty": fresh.difficulty,
-      "env_ids": env_out.tokens,
-      "env_mask": env_out.mask,
-    }
+    rows = pool_rows(fresh, env_out.tokens, env_out.mask)
     p_hat, valid = fresh_cur["p_hat"], fresh.valid
     train_pool = pools.insert(train_pool, rows, valid, step, p_hat=p_hat, keep_seeds=s.pools.keep_seeds)
     admitted = fresh_cur["keep"] if s.pools.env_admits == "band" else valid
@@ -500,6 +502,21 @@ class Coevolution:
   def jit_step(self, state_shardings: Any):
     """The step as one jax.jit with explicit state shardings in and out, the state donated."""
     return jax.jit(self.step, in_shardings=(state_shardings,), out_shardings=(state_shardings, None), donate_argnums=0)
+
+  # ---- the static ablation -----------------------------------------------------------------------------------
+
+  def static_round(self, state: CoevolutionState) -> CoevolutionState:
+    """One of the static ablation's rounds before training (mode "static", `pools.static_rounds` of them): the
+    warm-started env writes tasks from `env.num_seeds` seeds of D_env, shown as of unknown p̂, and every valid one
+    joins D_train for good; the step then only replays. Advances the rng, not the step."""
+    s = self.settings
+    key, k_seed, k_env = jax.random.split(jax.random.wrap_key_data(state.rng), 3)
+    seeds, _, env_pool = pools.sample(state.env_pool, k_seed, s.env.num_seeds, step=state.step)
+    seeds = {**seeds, "known": jnp.zeros_like(seeds["valid"])}
+    _, out, tasks = self.generate_tasks(state.env, seeds, k_env)
+    rows = pool_rows(tasks, out.tokens, out.mask)
+    train_pool = pools.insert(state.train_pool, rows, tasks.valid, state.step, keep_seeds=True)
+    return state.replace(train_pool=train_pool, env_pool=env_pool, rng=jax.random.key_data(key))
 
   # ---- evaluation --------------------------------------------------------------------------------------------
 

@@ -17,6 +17,13 @@ HIT_EVENT = "/jax/compilation_cache/cache_hits"
 MISS_EVENT = "/jax/compilation_cache/cache_misses"
 
 
+def directory_for(flag_value: str, workdir: str) -> str:
+  """The cache directory a run uses: the flag's value; else JAX's own JAX_COMPILATION_CACHE_DIR, where the user has
+  set it (one cache shared by every run on the machine, so that a new workdir starts warm too); else
+  WORKDIR/compile_cache."""
+  return flag_value or os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(workdir, "compile_cache")
+
+
 def enable(directory: str, min_compile_s: float = 1.0) -> str:
   """Keeps every executable that took at least `min_compile_s` to compile in `directory` (a local path, or a bucket
   path JAX's epath reads, e.g. gs://...), and reads them back on a later start. Call before the first compile.

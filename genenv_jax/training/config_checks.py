@@ -4,12 +4,12 @@
 raises `ConfigError` listing them all. The CLIs (`main`, `plan`, `sweep`) call it right after the flags are parsed,
 before anything is built, compiled or warm-started, and exit with status 2 on a `ConfigError`.
 
-Two sources, one list. The sections the co-evolution step reads (mode, domain.success_threshold, agent, env, pools;
-coevolution/settings.py) check themselves: each setting is declared there once, with its default and its test, and
-`settings.problems` lists their bad values. This module checks the rest: the run's schedule, the domain's tasks, the
-models' shapes, the warm start, the mesh, and what crosses from one section into another (min <= max operand
-counts, the attention heads divisible by the KV heads, the warm start's env targets against the domain and the p̂ it
-shows). Choice fields are checked against the registries the code dispatches on, so the lists cannot drift. A key
+Two sources, one list. The sections the co-evolution step and the warm start read (mode, domain.success_threshold,
+agent, env, pools, warm_start; coevolution/settings.py) check themselves: each setting is declared there once, with
+its default and its test, and `settings.problems` lists their bad values. This module checks the rest: the run's
+schedule, the domain's tasks, the models' shapes, the mesh, and what crosses from one section into another (min <=
+max operand counts, the attention heads divisible by the KV heads, the warm start's env targets against the domain).
+Choice fields are checked against the registries the code dispatches on, so the lists cannot drift. A key
 that a config does not have is not checked (older configs, variants that drop a section). The domain's lengths
 against its longest task are checked when the domain is built (`tasks`: the first thing `build` does), before any
 model exists.
@@ -27,10 +27,8 @@ from genenv_jax.coevolution.settings import choice as _choice
 from genenv_jax.coevolution.settings import count as _count
 from genenv_jax.coevolution.settings import is_int as _is_int
 from genenv_jax.coevolution.settings import positive as _positive
-from genenv_jax.coevolution.settings import unit as _unit
 from genenv_jax.models.attention import IMPLEMENTATIONS
 from genenv_jax.models.config import REMAT_POLICIES
-from genenv_jax.training.warm_start import ENV_P_HATS, ENV_TARGETS
 
 DTYPES = ("float32", "bfloat16", "float16")
 VERIFIERS = ("jax", "host")
@@ -75,13 +73,6 @@ _TOP = [
   ("domain.agent_answer_len", _count(0), "an integer >= 0 (0 = what the longest task needs)"),
   ("domain.env_prompt_len", _count(0), "an integer >= 0 (0 = what the longest task needs)"),
   ("domain.env_output_len", _count(0), "an integer >= 0 (0 = what the longest task needs)"),
-  ("warm_start.agent_steps", _count(0), "an integer >= 0"),
-  ("warm_start.env_steps", _count(0), "an integer >= 0"),
-  ("warm_start.batch_size", _count(1), "an integer >= 1"),
-  ("warm_start.lr", _positive, "a number > 0"),
-  ("warm_start.env_copy_frac", _unit, "a number in [0, 1] (the share of env targets that restate their seed)"),
-  ("warm_start.env_targets", *_choice(ENV_TARGETS)),
-  ("warm_start.env_p_hats", *_choice(ENV_P_HATS)),
 ]
 _PER_MODEL = [
   ("model.hidden_size", _count(1), "an integer >= 1"),
@@ -129,11 +120,6 @@ def _cross_field_problems(config: ml_collections.ConfigDict) -> list[str]:
   out = []
   g = lambda path: _get(config, path)  # noqa: E731
   domain, targets = g("domain.name"), g("warm_start.env_targets")
-  if targets == "rate_directed" and g("warm_start.env_p_hats") in set(ENV_P_HATS) - {"all"}:  # a bad value: named above
-    out.append(
-      "warm_start.env_targets = 'rate_directed' directs each env target by the p̂ its prompt shows: set "
-      "warm_start.env_p_hats = 'all'"
-    )
   if targets == "variation" and domain in DOMAINS and domain != "arithmetic":
     out.append(
       f"warm_start.env_targets = 'variation': only the arithmetic domain can edit its seeds, not {domain!r}; "

@@ -36,13 +36,12 @@ from genenv_jax.coevolution.build import Run, build
 from genenv_jax.coevolution.step import CoevolutionState
 from genenv_jax.parallel import sharding as shd
 from genenv_jax.reporting.summary_report import phenomena
-from genenv_jax.rl import pools
 from genenv_jax.rl.updates import last_learning_rate
 from genenv_jax.training import log_tags
 from genenv_jax.training.checkpointing import JAX_SERVICE, Checkpointer, PreemptionGuard, ResumeError
 from genenv_jax.training.config_checks import validate as validate_config
 from genenv_jax.training.metrics import MetricsWriter, ProgressLine, is_remote_path
-from genenv_jax.training.warm_start import env_p_hat_values, sft_batches, sft_optimizer, supervised_warm_start
+from genenv_jax.training.warm_start import sft_batches, sft_optimizer, supervised_warm_start
 
 SUMMARY_KEYS = {
   "p_hat_mean": "env/p_hat_mean",
@@ -124,14 +123,16 @@ def _sft_reporter(name: str, total: int, log, writer: MetricsWriter | None) -> C
 def warm_start(
   run: Run,
   state: CoevolutionState,
-  config: ml_collections.ConfigDict,
+  seed: int,
   log,
   stop: Callable[[], bool] | None = None,
   progress: Checkpointer | None = None,
   about: dict | None = None,
   writer: MetricsWriter | None = None,
 ) -> CoevolutionState:
-  """SFT both models on the seeds; the warm-started models become the references (the "initial" env of the KL).
+  """SFT both models on the seeds, as the run's settings ask (`run.coevolution.settings.warm_start`; the env only
+  where the mode samples it); the warm-started models become the references (the "initial" env of the KL). The
+  agent's SFT draws its batches with `seed` (the config's), the env's with seed + 1.
 
   Resumable: with `stop` (polled after each SFT step) and `progress` (a Checkpointer of its own), a stop saves the
   phase ("agent", then "env"), the steps done in it, both models and the phase's AdamW state, then raises
@@ -139,8 +140,9 @@ def warm_start(
   an uninterrupted one. `about` (JSON) is saved with the progress and restored into the same dict. With `writer`,
   each phase's SFT loss goes to TensorBoard as warm_start/agent_loss and warm_start/env_loss (x = its SFT step).
   """
-  w = config.warm_start
   co = run.coevolution
+  s = co.settings
+  w = s.warm_start
 
   if w.batch_size % _rows(run.mesh) == 0:  # each process gathers and places only its own rows of each batch
     local = shd.process_local_rows(w.batch_size, run.mesh)
@@ -148,10 +150,10 @@ def warm_start(
   else:  # rows that do not split over the data shards: every process holds the whole (replicated) batch
     local, place = slice(None), lambda batch: shd.global_batch(batch, run.mesh)  # noqa: E731
 
-  env_steps = 0 if config.mode == "grpo" else w.env_steps  # plain GRPO never samples the env: nothing to warm
+  env_steps = 0 if s.mode == "grpo" else w.env_steps  # plain GRPO never samples the env: nothing to warm
   phases = [
-    ("agent", co.agent_graphdef, w.agent_steps, config.seed),
-    ("env", co.env_graphdef, env_steps, config.seed + 1),
+    ("agent", co.agent_graphdef, w.agent_steps, seed),
+    ("env", co.env_graphdef, env_steps, seed + 1),
   ]
   models = {"agent": state.agent, "env": state.env}
   start_phase, resume = "agent", None
@@ -182,25 +184,17 @@ def warm_start(
       raise Preempted(f"preemption signal during the warm start: saved its progress ({phase} phase, step {done})")
 
     order = [name for name, *_ in phases]
-    for name, graphdef, steps, seed in phases[order.index(start_phase) :]:
+    for name, graphdef, steps, phase_seed in phases[order.index(start_phase) :]:
       if name != start_phase and stop is not None and progress is not None and stop():
         save_and_stop(name, 0, None)
       models[name], _, (done, opt_state) = supervised_warm_start(
         graphdef,
         models[name],
-        sft_batches(
-          run.domain,
-          name,
-          seed,
-          w.get("env_copy_frac", 0.0),
-          w.get("env_targets", "nearby"),
-          env_p_hat_values(w.get("env_p_hats", "unknown"), co.settings.agent.grpo.group_size),
-          co.settings.env.curriculum,
-        ),
+        sft_batches(run.domain, name, phase_seed, w, s.agent.grpo.group_size, s.env.curriculum),
         steps,
         w.batch_size,
         w.lr,
-        seed,
+        phase_seed,
         place,
         _sft_reporter(name, steps, log, writer),
         local=local,
@@ -220,26 +214,9 @@ def _rows(mesh) -> int:
 
 
 def static_augmentation(run: Run, state: CoevolutionState, rounds: int) -> CoevolutionState:
-  """The static ablation: the warm-started env writes `rounds` batches once; valid tasks join D_train for good."""
-  co, s = run.coevolution, run.coevolution.settings
-
-  def one_round(state):
-    key, k_seed, k_env = jax.random.split(jax.random.wrap_key_data(state.rng), 3)
-    seeds, _, env_pool = pools.sample(state.env_pool, k_seed, s.env.num_seeds, step=state.step)
-    seeds = {**seeds, "known": jnp.zeros_like(seeds["valid"])}
-    _, out, tasks = co.generate_tasks(state.env, seeds, k_env)
-    rows = {
-      "prompt_ids": tasks.prompt_ids,
-      "prompt_mask": tasks.prompt_mask,
-      "spec": tasks.spec,
-      "difficulty": tasks.difficulty,
-      "env_ids": out.tokens,
-      "env_mask": out.mask,
-    }
-    train_pool = pools.insert(state.train_pool, rows, tasks.valid, state.step, keep_seeds=True)
-    return state.replace(train_pool=train_pool, env_pool=env_pool, rng=jax.random.key_data(key))
-
-  fn = jax.jit(one_round, in_shardings=(run.state_shardings,), out_shardings=run.state_shardings)
+  """The static ablation: the warm-started env writes `rounds` batches once (`Coevolution.static_round`); valid tasks
+  join D_train for good."""
+  fn = jax.jit(run.coevolution.static_round, in_shardings=(run.state_shardings,), out_shardings=run.state_shardings)
   with jax.set_mesh(run.mesh):
     for _ in range(rounds):
       state = fn(state)
@@ -458,7 +435,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
       # increase); a SIGTERM in their warm start is acted on at the first step
       stop = guard.should_stop if guard.mode != JAX_SERVICE else None
       try:
-        state = warm_start(run, state, config, log, stop=stop, progress=progress, about=about, writer=writer)
+        state = warm_start(run, state, config.seed, log, stop=stop, progress=progress, about=about, writer=writer)
       except Preempted as e:
         log(f"{e}; rerun the same command to resume")
         summary.data["preempted"] = "warm start"
@@ -467,7 +444,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
         checkpointer.close()
         writer.close()
         return summary.data
-      if config.mode == "static":
+      if run.coevolution.settings.mode == "static":
         state = static_augmentation(run, state, run.coevolution.settings.pools.static_rounds)
       summary.data["warm_start"] = {
         "seconds": time.time() - t0,

@@ -9,7 +9,7 @@ Loss: token-mean NLL, L = Σ -log π(y_t | x, y_<t) / #tokens.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +17,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from genenv_jax.coevolution.settings import CurriculumSettings
+from genenv_jax.coevolution.settings import CurriculumSettings, GrpoSettings, WarmStartSettings
 from genenv_jax.rl.logprobs import response_logprobs
 from genenv_jax.rl.updates import gradient_step
 from genenv_jax.tasks.base import Domain
@@ -73,28 +73,22 @@ def rate_directed_partners(
   return partners
 
 
-ENV_TARGETS = ("nearby", "nearby_level", "variation", "rate_directed")
-ENV_P_HATS = ("unknown", "all")
-
-
-def env_p_hat_values(env_p_hats: str, group_size: int) -> tuple[float, ...]:
-  """The p̂ values the env's warm-start prompts show besides "unknown" (a negative p̂): none for "unknown", and every
-  value a G-rollout estimate can take, k / G for k = 0..G, for "all" (warm_start.env_p_hats)."""
-  if env_p_hats not in ENV_P_HATS:
-    raise ValueError(f"warm_start.env_p_hats = {env_p_hats!r}: must be one of {', '.join(ENV_P_HATS)}")
-  return tuple(k / group_size for k in range(group_size + 1)) if env_p_hats == "all" else ()
+def env_p_hat_values(warm: WarmStartSettings, group_size: int) -> tuple[float, ...]:
+  """The p̂ values the env's warm-start prompts show besides "unknown" (a negative p̂): none for
+  `warm.env_p_hats = "unknown"`, and every value a G-rollout estimate can take, k / G for k = 0..G, for "all"."""
+  return tuple(k / group_size for k in range(group_size + 1)) if warm.env_p_hats == "all" else ()
 
 
 def sft_batches(
   domain: Domain,
   which: str,
   seed: int,
-  env_copy_frac: float = 0.0,
-  env_targets: str = "nearby",
-  p_hat_values: Sequence[float] = (),
+  warm: WarmStartSettings = WarmStartSettings(),
+  group_size: int = GrpoSettings.group_size,
   curriculum: CurriculumSettings = CurriculumSettings(),
 ) -> dict[str, np.ndarray]:
-  """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask).
+  """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask),
+  as the warm start's settings `warm` ask; `group_size` (the agent's G) fixes the p̂ values a prompt can show.
 
   The env's target for seed i: with env_targets="nearby", another seed of nearby difficulty, or with probability
   `env_copy_frac` seed i itself (`nearby_difficulty_partners`; "nearby_level" draws the partner's level first, so that
@@ -103,15 +97,16 @@ def sft_batches(
   harder when p̂ is above the α band, one level easier when below it, of the same level inside it
   (`rate_directed_partners`, with `curriculum`'s α and k_min; "nearby_level" where p̂ is unknown), so that the env
   starts from the rule "harder when the agent solves the seed often" and the curriculum refines it (it needs
-  `p_hat_values`).
+  env_p_hats="all", which the settings check).
 
   The env's prompt shows its seed's success rate p̂. Seeds have none, so each prompt shows "unknown"; with
-  `p_hat_values` every pair appears once more per value, its prompt showing that p̂ and (but for "rate_directed") its
-  target unchanged, so that the env learns to write the same well-formed tasks whatever p̂ its prompt shows. Generated
-  tasks in D_env prompt the env with their measured p̂: a BFCL env warm-started on "unknown" alone wrote 0 valid tasks
-  of 16 from such prompts, and 16 of 16 from the same prompts with p̂ shown as unknown (`scripts/env_validity`;
-  docs/EXPERIMENTS.md, "The text domains on a CPU"). Distinct targets per copy made the mapping depend on the p̂
-  text: that warm start's loss was 0.52 nats/token after 225 of 300 steps, against 0.033 with "unknown" alone."""
+  env_p_hats="all" every pair appears once more per value a G-rollout p̂ takes (`env_p_hat_values`), its prompt showing
+  that p̂ and (but for "rate_directed") its target unchanged, so that the env learns to write the same well-formed tasks
+  whatever p̂ its prompt shows. Generated tasks in D_env prompt the env with their measured p̂: a BFCL env warm-started
+  on "unknown" alone wrote 0 valid tasks of 16 from such prompts, and 16 of 16 from the same prompts with p̂ shown as
+  unknown (`scripts/env_validity`; docs/EXPERIMENTS.md, "The text domains on a CPU"). Distinct targets per copy made the
+  mapping depend on the p̂ text: that warm start's loss was 0.52 nats/token after 225 of 300 steps, against 0.033 with
+  "unknown" alone."""
   seeds = domain.seed_tasks()
   if which == "agent":
     return {
@@ -120,15 +115,9 @@ def sft_batches(
       "target": seeds["answer_ids"],
       "target_mask": seeds["answer_mask"],
     }
-  if env_targets not in ENV_TARGETS:
-    raise ValueError(f"warm_start.env_targets = {env_targets!r}: must be one of {', '.join(ENV_TARGETS)}")
-  shown = (-1.0, *p_hat_values)  # p̂ = -1: unknown
+  env_targets = warm.env_targets
+  shown = (-1.0, *env_p_hat_values(warm, group_size))  # p̂ = -1: unknown
   if env_targets == "rate_directed":
-    if not p_hat_values:
-      raise ValueError(
-        "warm_start.env_targets = 'rate_directed' directs each target by the p̂ its prompt shows: set "
-        "warm_start.env_p_hats = 'all'"
-      )
     rng = np.random.default_rng(seed)
     difficulty = np.asarray(seeds["difficulty"])
     partners = [rate_directed_partners(difficulty, rng, p, curriculum.alpha, curriculum.k_min) for p in shown]
@@ -144,7 +133,7 @@ def sft_batches(
   else:
     level_first = env_targets == "nearby_level"
     rng = np.random.default_rng(seed)
-    partners = nearby_difficulty_partners(seeds["difficulty"], rng, env_copy_frac, level_first=level_first)
+    partners = nearby_difficulty_partners(seeds["difficulty"], rng, warm.env_copy_frac, level_first=level_first)
     targets = [(seeds["env_ids"][partners], seeds["env_mask"][partners])] * len(shown)
   rows = {k: jnp.asarray(v) for k, v in seeds.items()}
   prompt = jax.jit(domain.env_prompt)

@@ -25,7 +25,7 @@ def test_the_tree_mirrors_every_variant_of_the_default_config(variant):
   config = get_config(variant)
   s = st.from_config(config)
   assert s.mode == config.mode and s.domain.success_threshold == config.domain.success_threshold
-  for name in ("agent", "env", "pools"):
+  for name in ("agent", "env", "pools", "warm_start"):
     part = st.to_config(getattr(s, name)).to_dict()
     given = config[name].to_dict()
     assert part == {k: given[k] for k in part}, name

@@ -61,3 +61,13 @@ def test_enable_refuses_an_empty_directory():
 
   with pytest.raises(ValueError, match="needs a directory"):
     compile_cache.enable("")
+
+
+def test_a_run_uses_the_flag_then_jax_s_environment_variable_then_the_workdir(monkeypatch):
+  from genenv_jax.parallel import compile_cache
+
+  monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/shared/jax_cache")
+  assert compile_cache.directory_for("/given", "/run") == "/given"
+  assert compile_cache.directory_for("", "/run") == "/shared/jax_cache"
+  monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
+  assert compile_cache.directory_for("", "/run") == os.path.join("/run", "compile_cache")

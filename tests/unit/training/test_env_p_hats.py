@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 from coevolution_configs import arithmetic_domain
 
+from genenv_jax.coevolution.settings import SettingsError, WarmStartSettings
 from genenv_jax.training.warm_start import env_p_hat_values, sft_batches
+
+ALL = WarmStartSettings(env_p_hats="all")
 
 
 def _domain():
@@ -21,18 +24,18 @@ def _rates(domain, prompt_ids, prompt_mask):
 
 
 def test_every_value_a_g_rollout_estimate_takes():
-  assert env_p_hat_values("unknown", 4) == ()
-  assert env_p_hat_values("all", 4) == (0.0, 0.25, 0.5, 0.75, 1.0)
-  assert len(env_p_hat_values("all", 10)) == 11
-  with pytest.raises(ValueError, match="warm_start.env_p_hats = 'some': must be one of unknown, all"):
-    env_p_hat_values("some", 4)
+  assert env_p_hat_values(WarmStartSettings(), 4) == ()
+  assert env_p_hat_values(ALL, 4) == (0.0, 0.25, 0.5, 0.75, 1.0)
+  assert len(env_p_hat_values(ALL, 10)) == 11
+  with pytest.raises(SettingsError, match="env_p_hats = 'some': must be one of 'unknown', 'all'"):
+    WarmStartSettings(env_p_hats="some")
 
 
 @pytest.mark.parametrize("env_targets", ["nearby", "variation"])
 def test_each_pair_appears_once_per_shown_rate_with_its_target_and_the_unknown_copy_is_unchanged(env_targets):
   domain = _domain()
-  plain = sft_batches(domain, "env", seed=5, env_targets=env_targets)
-  shown = sft_batches(domain, "env", seed=5, env_targets=env_targets, p_hat_values=(0.0, 0.5, 1.0))
+  plain = sft_batches(domain, "env", 5, WarmStartSettings(env_targets=env_targets))
+  shown = sft_batches(domain, "env", 5, WarmStartSettings(env_targets=env_targets, env_p_hats="all"), group_size=2)
   n = len(plain["prompt_ids"])
   assert n == 32 and all(len(v) == 4 * n for v in shown.values())
   # the first copy is the run without copies, bit for bit (a default run's warm start does not change)
@@ -63,9 +66,9 @@ def test_rate_directed_partners_move_one_level_toward_the_band():
 
 def test_rate_directed_targets_are_harder_above_the_band_and_easier_below_it():
   domain = _domain()
-  with pytest.raises(ValueError, match="warm_start.env_p_hats = 'all'"):
-    sft_batches(domain, "env", seed=5, env_targets="rate_directed")
-  shown = sft_batches(domain, "env", seed=5, env_targets="rate_directed", p_hat_values=(0.0, 0.5, 1.0))
+  with pytest.raises(SettingsError, match="set env_p_hats = 'all'"):
+    WarmStartSettings(env_targets="rate_directed")
+  shown = sft_batches(domain, "env", 5, WarmStartSettings(env_targets="rate_directed", env_p_hats="all"), group_size=2)
   n = 32
   assert all(len(v) == 4 * n for v in shown.values())
   rates = _rates(domain, shown["prompt_ids"], shown["prompt_mask"])

@@ -22,7 +22,7 @@ def test_the_env_is_warm_started_only_where_the_mode_samples_it(mode, env_traine
   run, state = build(config)
   agent0, env0 = jax.tree.map(np.asarray, (state.agent, state.env))
   lines = []
-  warmed = warm_start(run, state, config, lines.append)
+  warmed = warm_start(run, state, config.seed, lines.append)
   assert changed(agent0, warmed.agent)
   assert changed(env0, warmed.env) == env_trained
   assert any(line.startswith("warm start env") for line in lines) == env_trained

@@ -24,52 +24,44 @@ Variants (`--config=configs/default.py:VARIANT`, composable left to right with '
             (pools.env_admits = "valid"), the env's warm start (600 steps) pairs each seed shown each p̂ = k / G with
             a seed one level harder above the α band, easier below, alike inside (env_targets = "rate_directed"),
             and every env prompt is a generated task (env_seed_mix = (0, 0.5, 0.5)), never a base seed shown "?".
-            On seeds 0-2: (a) on 2 of 3, (b), (c) and (d) (against its own random and static) on 3 of 3 (seeds 3 and
-            4, added later: (a) on neither, so 2 of 5), but its untrained env (reads_p_hat+random_pooled) is 0.020
-            ahead in held-out accuracy: RWR collapses the trained env onto one level. Not the default
-            (docs/EXPERIMENTS.md, "What the default shows", "The env that reads p̂"); sweep it with `python -m
+            Not the default: its untrained env (reads_p_hat+random_pooled) trained a better agent, as RWR collapses
+            the trained env onto one level (docs/EXPERIMENTS.md, "The env that reads p̂"); sweep it with `python -m
             genenv_jax.sweep --config=configs/default.py:reads_p_hat`.
 
-The demo's task family: sums of 3..12 single digits (difficulty = the number of '+' signs, 2..11). The earlier
-family (up to 4 numbers of up to 2 digits, 512 seeds) was beyond this ~0.15M-parameter agent: it memorised the seeds
-and p̂ fell 0.26 -> 0.15 with held-out accuracy near 0.06. Single-digit sums give a smooth ladder of levels that the
-agent partly masters after the warm start (greedy held-out accuracy ~0.97 at 2 '+', ~0.6 at 6, ~0.15 at 9-11).
-4096 seeds, level k (from the easiest) weighted 0.6**k: the seeds are mostly easy, so the warm-started env first
-writes tasks the agent mostly solves (p̂ above the α band) and must learn to write harder ones. The held-out set is
-2,000 other tasks, 200 per level: a binomial standard error near 0.01, so that a gain of a few points can show within
-one run (with 320 items it was 0.025, and per-run gains of +0.01 to +0.05 could not). The agent's warm start is 2,000
-steps: at 1,000 its held-out accuracy varied with the seed from 0.58 to 0.78 (seeds 0-2), at 2,000 0.66 to 0.84.
+The demo's task family: sums of 3..12 single digits (difficulty = the number of '+' signs, 2..11), a smooth ladder of
+levels that the warm-started agent partly masters, where an earlier family of larger numbers was beyond this
+~0.15M-parameter agent (docs/EXPERIMENTS.md, "How the demo's settings were chosen"). 4096 seeds, level k (from the
+easiest) weighted 0.6**k: the seeds are mostly easy, so the warm-started env first writes tasks the agent mostly solves
+(p̂ above the α band) and must learn to write harder ones. The held-out set is 2,000 other tasks, 200 per level: a
+binomial standard error near 0.01, so that a gain of a few points can show within one run. The agent's warm start is
+2,000 steps, so that the agent a run starts from varies less with the seed (the same section).
 
 Hyper-parameters and where they come from (GenEnv, arXiv 2512.19682, and its official veRL code):
   clip 0.2, k3 KL, token-mean loss: official defaults. lr 1e-6 / 5e-7 (agent / env) are the paper's values for 7B
   models; these tiny models learn nothing at such rates, so the demo uses 1e-4 and 5e-4 (10 warm-up steps each; the
   real-model configs keep the paper's values).
-  Agent KL coefficient 0.05 rather than the official 0.001, measured on this demo: with 0.001 (and lr 2e-4) the agent
-  drifted 0.1-0.2 nats/token from its warm start within 20 steps and held-out accuracy fell 0.59 -> 0.51 by step 50,
-  the easy levels being forgotten. Replayed easy tasks have zero advantage (every rollout right) and give no GRPO
-  gradient; the KL term is what anchors them. With 0.05 and lr 1e-4, held-out accuracy rises (0.59 -> 0.64).
-  Env lr 5e-4: at 2e-4 the env stalled on too-easy tasks (p̂ ~0.7 for 100 steps).
+  Agent KL coefficient 0.05 rather than the official 0.001: replayed easy tasks have zero advantage (every rollout
+  right) and give no GRPO gradient, so the KL term is what keeps the agent from forgetting the easy levels, which at
+  0.001 it did (docs/EXPERIMENTS.md, "How the demo's settings were chosen").
+  Env lr 5e-4: at lower rates the env stalled on too-easy tasks (the same section).
   α = 0.5, k_min = 0.1, λ = 1: paper. β: unstated in the paper; 10 makes R_env(0) = R_env(1) = exp(-2.5) ≈ 0.08.
   G = 10 here rather than 8: with G = 8 only p̂ = 0.5 passes the band |p̂ - α| <= 0.1, about 27% of tasks whose
-  true success rate is 0.5; with G = 10, p̂ in {0.4, 0.5, 0.6} passes (DESIGN.md, "Only p̂ = 0.5 passes").
+  true success rate is 0.5; with G = 10, p̂ in {0.4, 0.5, 0.6} passes (docs/DESIGN.md, "The method").
   Env KL to its initial model 0.001 and a per-update KL cap of 0.05 (scaled): the env must keep pace with the agent
-  (DESIGN.md, "The env can lag the agent"), so the pull back is weak and the cap guards stability.
+  (docs/DESIGN.md, "The method"), so the pull back is weak and the cap guards stability.
   Each step: 32 env tasks + 16 replayed from D_train (half base seeds), G = 10 rollouts each.
 
 The env's prompts: the base seeds only. GenEnv's env can reach the agent's frontier by two routes, its RWR training and
 prompts drawn from D_env (the tasks that passed the band), which even an untrained env rewrites at about their level. On
-this demo each route alone gives the whole gain over GenEnv-Random, and together they give no more (five seeds: trained
-minus untrained env +0.029 with base-seed prompts, +0.003 with D_env's; README, "What the default shows"). With D_env's
-prompts the trained env could not be told from an untrained one, so the default prompts as GenEnv-Random does, and
-GenEnv - GenEnv-Random measures the env's training alone; `pooled` keeps the other route.
+this demo each route alone gives the whole gain over GenEnv-Random, and together they give no more (docs/EXPERIMENTS.md,
+"Training the env, or prompting it from D_env"; README, "What the default shows"). With D_env's prompts the trained env
+could not be told from an untrained one, so the default prompts as GenEnv-Random does, and GenEnv - GenEnv-Random
+measures the env's training alone; `pooled` keeps the other route.
 
 D_env (read by `pooled` and `reads_p_hat`) keeps the 4,096 seeds and only the latest 256 tasks that passed the α band
 (pools.env_capacity = 4,352; oldest evicted first). Half of `pooled`'s prompts are "old" D_env tasks, each shown with
-the p̂ it had when it passed; with the whole history kept (8,192 slots, never full in 200 steps) those seeds went stale
-as the agent learnt, and the env drifted back to easy tasks late in a run (seed 1: difficulty 9.4 -> 4.7, p̂ up to 0.78,
-with 64 env tasks per step). On seeds 0-2 the window gave held-out gains beyond 2 SE on 3 of 3 seeds (1 of 3 without);
-mean p̂ stayed in the band for 80% of the later half on none (52%, 43%, 74% of its steps; docs/EXPERIMENTS.md, "What the
-default shows").
+the p̂ it had when it passed; with the whole history kept those seeds went stale as the agent learnt, and the env
+drifted back to easy tasks late in a run (docs/EXPERIMENTS.md, "What the default shows").
 
 The end-of-run summary (genenv_jax/reporting/summary_report.py) states whether the three phenomena showed, with numbers.
 """

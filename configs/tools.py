@@ -2,13 +2,14 @@
 
 Variants (`--config=configs/tools.py:NAME`, or `NAME+demo`, see `_demo`): api_bank (the default), bfcl, bamboogle,
 travelplanner, alfworld, each the training domain of that benchmark (`genenv_jax/benchmarks/registry.py`,
-`text_domain.py`, `*_tasks.py`), on the benchmark data (`python -m genenv_jax.data fetch NAME`;
-`--config.domain.data_dir`, else $GENENV_DATA, else ~/.cache/genenv_jax/data). The tokenizer is the shipped
-sentencepiece model (byte fallback, so any text round-trips; `--config.tokenizer=HF_DIR` for a model's own), whose 512
-pieces make long texts: the lengths below are in its tokens, and tasks that do not fit are dropped (counted). These
-runs check the plumbing (env writes, domain parses and verifies on the host, both models update); tiny random models
-solve nothing, and `NAME+demo` gives the env enough warm start to write valid tasks (docs/EXPERIMENTS.md, "The text
-domains on a CPU"). For real training start from configs/qwen2_5_7b.py and set `domain` as here.
+`genenv_jax/tasks/text_domain.py`, `genenv_jax/benchmarks/NAME/family.py`), on the benchmark data (`python -m
+genenv_jax.data fetch NAME`; `--config.domain.data_dir`, else $GENENV_DATA, else ~/.cache/genenv_jax/data). The
+tokenizer is the shipped sentencepiece model (byte fallback, so any text round-trips; `--config.tokenizer=HF_DIR` for a
+model's own), whose 512 pieces make long texts: the lengths below are in its tokens, and tasks that do not fit are
+dropped (counted). These runs check the plumbing (env writes, domain parses and verifies on the host, both models
+update); tiny random models solve nothing, and `NAME+demo` gives the env enough warm start to write valid tasks
+(docs/EXPERIMENTS.md, "The text domains on a CPU"). For real training start from configs/qwen2_5_7b.py and set `domain`
+as here.
 """
 
 import ml_collections
@@ -77,13 +78,12 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
 def _demo(c: ml_collections.ConfigDict) -> None:
   """`NAME+demo`: a run where the env writes valid tasks and the agent scores, on a CPU in about 20 minutes.
 
-  The tiny env learns 8 seed tasks in its own output format (300 warm-start steps bring its loss to about 0.02 nats
-  per token; greedy decoding then writes each target exactly). Sampled at temperature 1 it still derails: over the
-  ~300 tokens of an API-Bank task a 0.02 nats/token loss leaves about exp(-300 x 0.02) = 0.2% of samples unbroken,
-  and every task was invalid in such a run. At temperature 0.3 the env's tasks parse; the agent samples at 0.5.
-  The env's warm-start prompts show every p̂ a task can carry (`warm_start.env_p_hats = "all"`): once a generated task
-  joins D_env, the env is prompted with it and its measured p̂, and a BFCL env warm-started on prompts that all showed
-  "unknown" wrote no valid task from such a prompt (docs/EXPERIMENTS.md, "The text domains on a CPU").
+  The tiny env learns 8 seed tasks in its own output format (300 warm-start steps; greedy decoding then writes each
+  target exactly). Sampled at temperature 1 it still derails, since a small loss per token compounds over the ~300
+  tokens of an API-Bank task; at temperature 0.3 the env's tasks parse, and the agent samples at 0.5. The env's
+  warm-start prompts show every p̂ a task can carry (`warm_start.env_p_hats = "all"`): once a generated task joins
+  D_env, the env is prompted with it and its measured p̂, and an env warm-started on prompts that all showed "unknown"
+  wrote no valid task from such a prompt (docs/EXPERIMENTS.md, "The text domains on a CPU", for both runs).
   """
   c.domain.num_seeds = 8
   c.warm_start.env_p_hats = "all"

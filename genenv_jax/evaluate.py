@@ -22,7 +22,7 @@ Bamboogle's "not comparable to the paper") to stdout. `--output` gets per-item r
 `--metrics_output`, default `<output without suffix>.metrics.json`.
 
 ALFWorld: the default is the step-level benchmark (teacher-forced next action). `--episodes` plays whole games
-(`alfworld_episodes.run_episodes`, at most `--max_steps` actions, `--batch_size` games at once; split default
+(`benchmarks.alfworld.episodes.run_episodes`, at most `--max_steps` actions, `--batch_size` games at once; split default
 valid_unseen; `--limit` = number of games), the paper's success-rate metric; the oracle is the walkthrough policy.
 """
 
@@ -117,7 +117,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
       "cache_dir",
       None,
-      "ALFWorld: walkthrough replay cache (default: alfworld_steps.default_cache_dir()).",
+      "ALFWorld: walkthrough replay cache (default: benchmarks.alfworld.steps.default_cache_dir()).",
       flag_values=fv,
     ),
     flags.DEFINE_enum(
@@ -282,17 +282,17 @@ def run_episodes_mode(
   args: SimpleNamespace, data_dir: pathlib.Path, stream: TextIO | None
 ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
   """ALFWorld whole games: rows (id, split, correct = won, score, detail), the report summary, agent info."""
-  from genenv_jax.benchmarks.alfworld import evaluator as alfworld  # pylint: disable=import-outside-toplevel
+  from genenv_jax.benchmarks.alfworld import evaluator  # pylint: disable=import-outside-toplevel
 
   if args.predictions:
     raise ValueError("--predictions cannot be scored with --episodes: episodes need a live agent")
-  split = alfworld.check_split(args.split or "valid_unseen")
-  games = alfworld.list_games(data_dir, split)[: args.limit]
+  split = evaluator.check_split(args.split or "valid_unseen")
+  games = evaluator.list_games(data_dir, split)[: args.limit]
   if args.agent == "oracle":  # one game per run: the walkthrough oracle cannot tell apart twin games of a task
-    runs = [(alfworld.walkthrough_policy([g], args.cache_dir), [g]) for g in games]
+    runs = [(evaluator.walkthrough_policy([g], args.cache_dir), [g]) for g in games]
     about: dict[str, Any] = {"agent": "oracle"}
   elif args.agent == "null":
-    runs, about = [(alfworld.null_policy, games)], {"agent": "null"}
+    runs, about = [(evaluator.null_policy, games)], {"agent": "null"}
   else:
     agent, about = make_agent(args, None)
     runs = [(agent.policy(), games)]
@@ -311,9 +311,11 @@ def run_episodes_mode(
   played = [
     e
     for policy, chunk in runs
-    for e in alfworld.run_episodes(logged(policy), chunk, max_steps=args.max_steps, batch_size=args.batch_size).episodes
+    for e in evaluator.run_episodes(
+      logged(policy), chunk, max_steps=args.max_steps, batch_size=args.batch_size
+    ).episodes
   ]
-  episodes = alfworld.EpisodeReport(tuple(played), args.max_steps, time.monotonic() - started)
+  episodes = evaluator.EpisodeReport(tuple(played), args.max_steps, time.monotonic() - started)
   rows = [
     {
       "id": f"{split}/{e.game}",

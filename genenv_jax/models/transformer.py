@@ -40,7 +40,7 @@ def dense(x: jax.Array, w: jax.Array) -> jax.Array:
   """x [..., E] @ w [E, *out] -> [..., *out] as ONE 2-D matmul over the flattened leading dims.
 
   The same maths as an einsum; flat [N, E] x [E, F] operands keep XLA's CPU backward pass from adding batched-dot
-  transposes (measured: a 1M-parameter train step about 1.5x faster with this and the response-only head).
+  transposes (docs/EXPERIMENTS.md, "Costs behind implementation choices", has the speed-up).
   """
   lead, out = x.shape[:-1], w.shape[1:]
   y = x.reshape(-1, x.shape[-1]) @ w.reshape(w.shape[0], -1)

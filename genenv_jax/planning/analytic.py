@@ -4,7 +4,7 @@ Pure functions (numbers in, numbers out), tested by hand in tests/unit/planning/
 prints them beside the compiled program's memory. Bytes and seconds are per device (= per chip); FLOPs are global
 unless named otherwise.
 
-The step's phases (coevolution.py), each a `Cost`:
+The step's phases (coevolution/step.py), each a `Cost`:
   env prefill / env decode      env_rows prompts of env_prompt tokens, then env_output decode steps
   agent prefill / agent decode  agent_rows prompts of agent_prompt tokens, then agent_answer decode steps
   agent update                  per mini-batch (M of them): a reference forward (when the KL term is on), a forward and
@@ -15,7 +15,7 @@ The step's phases (coevolution.py), each a `Cost`:
 
 Time of a phase (`timed`), with compute = hardware FLOPs / (devices × peak), hbm = bytes read from HBM / bandwidth
 (the roofline, Williams et al. 2009; decoding reads the weights and the KV cache every step) and ici = bytes each chip
-receives in collectives / ICI bandwidth (plan_math.CHIPS):
+receives in collectives / ICI bandwidth (planning.costs.CHIPS):
   serial      max(compute, hbm) + ici     (no overlap of communication with compute)
   overlapped  max(compute, hbm, ici)      (perfect overlap)
 MFU = model FLOPs / (devices × peak × time) (PaLM, Chowdhery et al. 2022, appendix B). It is an UPPER BOUND: it
@@ -23,7 +23,7 @@ ignores kernel efficiency, the vector unit's elementwise work (norms, softmax, R
 host callbacks and the step's bookkeeping.
 
 FLOPs. Model FLOPs count each pass once (backward = 2 × forward) with attention over the causal half
-(plan_math.causal_keys). Hardware FLOPs add what is computed twice or wasted (`recompute_flops`):
+(planning.costs.causal_keys). Hardware FLOPs add what is computed twice or wasted (`recompute_flops`):
   - remat "full" recomputes each layer's forward in the backward pass (not the LM head); "save_dots" and
     "save_all_dots" save the matmul outputs, so only elementwise work is recomputed (no matmul FLOPs); "none" none;
   - a memory-efficient attention (flash-style: blockwise, splash, cudnn) recomputes the scores QKᵀ in its backward

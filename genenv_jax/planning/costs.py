@@ -1,7 +1,7 @@
 """The maths of `genenv_jax.plan`: chips (TPUs, one GPU) and slices, the memory verdict, FLOP counts, and advice.
 
 Every function here is pure (numbers in, numbers out) and tested by hand-computed cases in
-tests/unit/planning/test_plan.py. The per-phase time, collectives, MFU and memory breakdown are in plan_analytic.py.
+tests/unit/planning/test_plan.py. The per-phase time, collectives, MFU and memory breakdown are in planning/analytic.py.
 
 Chips (one JAX device per chip: v4 and v5p run their two TensorCores as one "megacore" device; v5e and v6e have one
 TensorCore per chip). Peak dense bf16 FLOP/s, HBM capacity and HBM bandwidth per chip, from Google Cloud's TPU

@@ -73,16 +73,16 @@ def resolve_model(cfg, vocab_size: int, attention: str | None = None):
 
 
 def shape_of(mc, kv_cache: str = "auto"):
-  """plan_math.Shape of a ModelConfig, with the KV cache kind its sampling uses."""
+  """costs.Shape of a ModelConfig, with the KV cache kind its sampling uses."""
   import numpy as np
 
   from genenv_jax.models.config import to_dtype
-  from genenv_jax.planning import costs as plan_math
+  from genenv_jax.planning import costs
 
   head = mc.vocab_size * mc.hidden_size
   untied_head = 0 if mc.tie_word_embeddings else head
   body = mc.num_params - mc.vocab_size * mc.hidden_size - mc.hidden_size - untied_head
-  return plan_math.Shape(
+  return costs.Shape(
     body_params=body,
     head_params=head,
     layers=mc.num_layers,

@@ -34,19 +34,21 @@ def loops_once_flops(w, agent, env, mesh, efficient: bool, agent_remat: str, env
   """Global analytic FLOPs of the program as XLA's cost analysis counts it (every loop body once): both prefills,
   one decode step per sampler, one agent mini-batch (its reference forward over the whole batch, outside the scan),
   and the env update."""
-  from genenv_jax.planning import analytic as pa
+  from genenv_jax.planning import analytic
 
   total = 0.0
   if w.env_rows:
-    total += sum(c.flops for c in pa.sampling_costs("env", env, mesh, w.env_rows, w.env_prompt, 1, efficient))
-  total += sum(c.flops for c in pa.sampling_costs("agent", agent, mesh, w.agent_rows, w.agent_prompt, 1, efficient))
+    total += sum(c.flops for c in analytic.sampling_costs("env", env, mesh, w.env_rows, w.env_prompt, 1, efficient))
+  total += sum(
+    c.flops for c in analytic.sampling_costs("agent", agent, mesh, w.agent_rows, w.agent_prompt, 1, efficient)
+  )
   rows = w.agent_rows // w.minibatches
-  total += pa.train_cost(
+  total += analytic.train_cost(
     "", agent, mesh, rows, w.agent_prompt, w.agent_answer, forwards=0, updates=1, remat=agent_remat, efficient=efficient
   ).flops
   if w.agent_reference:
     total += (
-      pa.train_cost(
+      analytic.train_cost(
         "",
         agent,
         mesh,
@@ -61,7 +63,7 @@ def loops_once_flops(w, agent, env, mesh, efficient: bool, agent_remat: str, env
       / 3
     )
   if w.env_rows and w.env_train:
-    total += pa.train_cost(
+    total += analytic.train_cost(
       "", env, mesh, w.env_rows, w.env_prompt, w.env_output, forwards=3, updates=1, remat=env_remat, efficient=efficient
     ).flops
   return total
@@ -81,7 +83,7 @@ def _device_bytes(tree) -> tuple[int, int]:
 
 
 def state_components(state, temporaries: int, devices: int) -> tuple[dict[str, int], dict[str, int]]:
-  """Per-device bytes of each memory component (the plan_math.KNOBS keys) and the global bytes of each."""
+  """Per-device bytes of each memory component (the costs.KNOBS keys) and the global bytes of each."""
   dev, glob = {}, {}
   groups = {
     "parameters": (state.agent, state.env),
@@ -144,8 +146,7 @@ def compile_step(config, agent_mc, env_mc, target: str, devices: int, hlo_path: 
 
   from genenv_jax.coevolution.build import build
   from genenv_jax.parallel import sharding as shd
-  from genenv_jax.planning import costs as plan_math
-  from genenv_jax.planning import hlo
+  from genenv_jax.planning import costs, hlo
 
   t0 = time.time()
   mesh_devices, name = target_devices(config, target, devices)
@@ -164,7 +165,7 @@ def compile_step(config, agent_mc, env_mc, target: str, devices: int, hlo_path: 
       fh.write(text)
   stats = compiled.memory_analysis()
   cost = compiled.cost_analysis() or {}
-  memory = plan_math.Memory(
+  memory = costs.Memory(
     arguments=stats.argument_size_in_bytes,
     outputs=stats.output_size_in_bytes,
     temporaries=stats.temp_size_in_bytes,
@@ -237,7 +238,7 @@ def config_lengths(config) -> dict | None:
 
 
 def analytic_components(analysis) -> dict[str, int]:
-  """Per-chip bytes of each memory component (the plan_math.KNOBS keys) by the analytic model: the state's parts, and
+  """Per-chip bytes of each memory component (the costs.KNOBS keys) by the analytic model: the state's parts, and
   the working set of the phase that peaks as "temporaries" (what a compiled program's components are)."""
   return {
     **{k: int(v) for k, v in analysis.memory["state"].items()},
@@ -292,22 +293,21 @@ def plan(
   devices / chip_name default to the config's slice. `num_layers` replaces both models' layer count;
   compile_program=False gives the analytic figures only (--nocompile; the domain is built only when the config
   leaves a length at 0). `attention` overrides both models' implementation; `hlo_path` receives the optimised HLO."""
-  from genenv_jax.planning import analytic as plan_analytic
-  from genenv_jax.planning import costs as plan_math
+  from genenv_jax.planning import analytic, costs
 
   chip_name, devices = slice_of(config, devices, chip_name)
-  chip = plan_math.chip(chip_name)
+  chip = costs.chip(chip_name)
   config, note = planning_domain(config) if compile_program else (config, None)
   agent_mc, env_mc = models_of(config, attention, num_layers)
   compiled = compile_step(config, agent_mc, env_mc, target, devices, hlo_path) if compile_program else None
   lengths = compiled.lengths if compiled else config_lengths(config)
   mesh_sizes = compiled.mesh_sizes if compiled else virtual_mesh_sizes(dict(config.mesh), devices)
-  mesh_shape = plan_analytic.MeshShape(mesh_sizes["data"], mesh_sizes["fsdp"], mesh_sizes["tensor"])
+  mesh_shape = analytic.MeshShape(mesh_sizes["data"], mesh_sizes["fsdp"], mesh_sizes["tensor"])
   w = workload_of(config, lengths)
   agent_shape = shape_of(agent_mc, config.agent.sampling.get("kv_cache", "auto"))
   env_shape = shape_of(env_mc, config.env.sampling.get("kv_cache", "auto"))
-  remat = {"agent": plan_analytic.remat_policy(agent_mc.remat), "env": plan_analytic.remat_policy(env_mc.remat)}
-  analysis = plan_analytic.analyse(
+  remat = {"agent": analytic.remat_policy(agent_mc.remat), "env": analytic.remat_policy(env_mc.remat)}
+  analysis = analytic.analyse(
     w,
     agent_shape,
     env_shape,
@@ -323,15 +323,15 @@ def plan(
   else:
     comp_dev = analytic_components(analysis)
     peak = int(analysis.peak_bytes)
-  verdict = plan_math.fit_verdict(peak, chip.hbm_bytes, usable_fraction)
-  advice = plan_math.rank_advice(comp_dev)
+  verdict = costs.fit_verdict(peak, chip.hbm_bytes, usable_fraction)
+  advice = costs.rank_advice(comp_dev)
   rows = {
     "env rows": w.env_rows,
     "agent rows": w.agent_rows,
     "agent rows per mini-batch": w.agent_rows // w.minibatches,
   }
-  warnings = plan_math.divisibility_warnings(rows, mesh_shape.batch_shards) + ([note] if note else [])
-  efficient = plan_analytic.memory_efficient(agent_mc.attention)
+  warnings = costs.divisibility_warnings(rows, mesh_shape.batch_shards) + ([note] if note else [])
+  efficient = analytic.memory_efficient(agent_mc.attention)
   once = loops_once_flops(w, agent_shape, env_shape, mesh_shape, efficient, remat["agent"], remat["env"])
   cost = compiled.cost if compiled else {}
   result = {
@@ -389,7 +389,7 @@ def plan_by_layers(
   straight line through the two to the real layer count (exact for the state, whose bytes are linear in the layers;
   with remat, temporaries are the saved per-layer inputs, linear too, plus one layer's and the head's working set).
   The analytic figures are those of the real model."""
-  from genenv_jax.planning import costs as plan_math
+  from genenv_jax.planning import costs
 
   kw = dict(usable_fraction=usable_fraction, log=None, attention=attention, target=target, hlo_path=hlo_path)
   a = plan(config, devices, chip_name, num_layers=layers[0], **kw)
@@ -398,7 +398,7 @@ def plan_by_layers(
   real = full["layers"]
   if full["config"]["env_layers"] != real:
     raise ValueError("--layers needs the agent and the env to have the same layer count")
-  line = lambda ya, yb: round(plan_math.extrapolate(layers[0], ya, layers[1], yb, real))  # noqa: E731
+  line = lambda ya, yb: round(costs.extrapolate(layers[0], ya, layers[1], yb, real))  # noqa: E731
   r = {
     **a,
     "layers": real,
@@ -411,9 +411,9 @@ def plan_by_layers(
   r["config"], r["flops"], r["analytic"] = full["config"], dict(full["flops"]), full["analytic"]
   for k in ("xla_per_device_loops_once", "xla_bytes_accessed"):
     r["flops"][k] = line(a["flops"][k], b["flops"][k])
-  verdict = plan_math.fit_verdict(r["memory"]["peak"], a["hbm"], usable_fraction)
+  verdict = costs.fit_verdict(r["memory"]["peak"], a["hbm"], usable_fraction)
   r.update(fits=verdict.fits, usable=verdict.usable, utilisation=verdict.utilisation)
-  advice = plan_math.rank_advice(r["components"])
+  advice = costs.rank_advice(r["components"])
   r["advice"] = [x.component for x in advice]
   if log:
     log(format_report(r, advice))

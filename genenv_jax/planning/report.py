@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def analytic_figures(analysis, chip) -> dict:
-  """The JSON form of a plan_analytic.Analysis."""
+  """The JSON form of a analytic.Analysis."""
   phases = []
   for t in analysis.phases:
     phases.append(
@@ -129,7 +129,7 @@ def format_report(r: dict, advice) -> str:
   else:
     lines.append("not compiled (--nocompile): the fit below is judged on the analytic memory estimate")
   mem = an["memory"]
-  lines.append("analytic memory per device (estimate; plan_analytic):")
+  lines.append("analytic memory per device (estimate; planning.analytic):")
   lines.append(
     "  state: " + ", ".join(f"{k} {fb(v)}" for k, v in mem["state"].items()) + f" = {fb(sum(mem['state'].values()))}"
   )

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 def slice_of(config, devices: int | None = None, chip_name: str | None = None) -> tuple[str, int]:
   """(chip, devices): --chip / --devices where given, else the config's `slice` (e.g. "v5p-64": v5p, 32 chips)."""
-  from genenv_jax.planning import costs as plan_math
+  from genenv_jax.planning import costs
 
   if devices is not None and devices <= 0:
     raise ValueError(f"--devices must be positive, got {devices}")
   name = config.get("slice", "") or ""
   if name:
-    kind, chips = plan_math.slice_chips(name)
+    kind, chips = costs.slice_chips(name)
     return (chip_name or kind), (devices or chips)
   if devices is None or chip_name is None:
     raise ValueError(
@@ -26,9 +26,9 @@ LENGTHS = ("agent_prompt_len", "agent_answer_len", "env_prompt_len", "env_output
 
 
 def workload_of(config, lengths=None):
-  """plan_analytic.Workload of a config: rows as coevolution.settings counts them, lengths from config.domain
+  """analytic.Workload of a config: rows as coevolution.settings counts them, lengths from config.domain
   (or `lengths`, a mapping with the four LENGTHS, e.g. the built domain's when the config leaves them 0)."""
-  from genenv_jax.planning import analytic as plan_analytic
+  from genenv_jax.planning import analytic
 
   lengths = lengths or {k: int(config.domain.get(k, 0)) for k in LENGTHS}
   if not all(lengths.get(k) for k in LENGTHS):
@@ -40,7 +40,7 @@ def workload_of(config, lengths=None):
   env_rows = e.num_seeds * e.get("samples_per_seed", 1) if config.mode == "coevolve" else 0
   chunk = lambda m: int(m.get("logprob_chunk", 0) or 0)  # noqa: E731
   prefill = lambda m: int(m.sampling.get("prefill_rows", 0) or 0)  # noqa: E731
-  return plan_analytic.Workload(
+  return analytic.Workload(
     env_rows=env_rows,
     agent_rows=(env_rows + config.pools.num_replay) * a.grpo.group_size,
     minibatches=a.grpo.minibatches,

@@ -1,7 +1,7 @@
 """Environment-side curriculum maths: α-curriculum reward, band filter, RWR weights and the env objectives.
 
-GenEnv (arXiv 2512.19682) Section 3 / Algorithm 1, DESIGN.md step 5. Pure, jittable functions over arrays; string
-options (estimator, cap mode) must be static under jit.
+GenEnv (arXiv 2512.19682) Section 3 / Algorithm 1 (docs/DESIGN.md, "The method"; step 5 of its "Architecture: how data
+flows"). Pure, jittable functions over arrays; string options (estimator, cap mode) must be static under jit.
 
 The settings (α, β, k_min, λ, the success threshold, the env's KL terms) and their defaults are declared once, in
 coevolution/settings.py (CurriculumSettings, EnvSettings, DomainSettings), with where each value comes from; the
@@ -58,8 +58,9 @@ def success_rate(rewards: Array, threshold: float, valid: Array | None = None) -
 def env_reward(p_hat: Array, valid: Array | None, alpha: float, beta: float) -> Array:
   """Env reward R_env = valid · exp(-β (p̂ - α)²): a task that does not parse (invalid) earns 0.
 
-  GenEnv paper, Section 3, plus DESIGN.md's rule that invalid tasks get nothing. 0 is the reward floor (R_env > 0 for
-  every valid task), so in the policy-gradient env objective a parse failure is always worse than any valid sibling.
+  GenEnv paper, Section 3, plus the rule that invalid tasks get nothing (docs/DESIGN.md, "The method"). 0 is the reward
+  floor (R_env > 0 for every valid task), so in the policy-gradient env objective a parse failure is always worse than
+  any valid sibling.
   """
   r = alpha_curriculum_reward(p_hat, alpha, beta)
   if valid is not None:
@@ -77,7 +78,7 @@ def band_mask(
   """Keep mask |p̂ - α| ≤ k_min + tol (and valid). GenEnv paper, Section 3 (tasks with |p̂ - α| > k_min are dropped).
 
   `tol` (1e-6) absorbs float error at exact boundaries such as p̂ = 0.4, 0.6 with α = 0.5, k_min = 0.1; see BAND_TOL.
-  Note (DESIGN.md): with G = 8 only p̂ = 0.5 passes; with G = 10, p̂ ∈ {0.4, 0.5, 0.6} pass.
+  Note (docs/DESIGN.md, "The method"): with G = 8 only p̂ = 0.5 passes; with G = 10, p̂ ∈ {0.4, 0.5, 0.6} pass.
   """
   p = jnp.asarray(p_hat, jnp.float32)
   keep = jnp.abs(p - alpha) <= k_min + tol
@@ -244,7 +245,8 @@ def pg_env_loss(
   loss_agg_mode: str = "token-mean",
   max_len: float | None = None,
 ) -> tuple[Array, Array, dict[str, Array]]:
-  """Policy-gradient env objective: GRPO on R_env, grouped by seed task (DESIGN.md, offered beside RWR).
+  """Policy-gradient env objective: GRPO on R_env, grouped by seed task (offered beside RWR: docs/DESIGN.md, "The
+  method").
 
   K = samples_per_seed env generations per seed task form a group: A_i = advantage(R_env grouped [S, K]) (GRPO
   DeepSeekMath eq. 3 by default), then `grpo.grpo_loss` (clipped surrogate + kl_coef · KL to the initial env) on the

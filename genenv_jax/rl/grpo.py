@@ -3,9 +3,10 @@
 Losses know nothing of models: they take per-token log-probs, masks and rewards as arrays. Every function is
 jittable with static shapes; string options (method, estimator, aggregation mode) must be static under jit.
 
-Official agent defaults (GenEnv paper, Section 4 / Algorithm 1, see DESIGN.md step 4), collected in `DEFAULTS`:
-  G = 8 rollouts per task, clip 0.2 (clip_low = clip_high = 0.2), low-variance k3 KL to the reference with coefficient
-  0.001, token-level loss ("token-mean"), learning rate 1e-6 with AdamW. `DEFAULTS` is a read-only mapping.
+Official agent defaults (GenEnv paper, Section 4 / Algorithm 1; docs/DESIGN.md, "The method"): G = 8 rollouts per
+task, clip 0.2 (clip_low = clip_high = 0.2), low-variance k3 KL to the reference with coefficient 0.001, token-level
+loss ("token-mean"), learning rate 1e-6 with AdamW. A run's values are `coevolution.settings.GrpoSettings` and
+`OptimizerSettings`, which default to them.
 
 Micro-batching (gradient accumulation) is exact because every aggregation returns (sum, denominator) where both are
 sums over the sequences of the batch and the denominator does not depend on the parameters. Split a batch along its
@@ -17,28 +18,12 @@ equals the full-batch loss and gradient for every mode (see `finalize`). Do not 
 from __future__ import annotations
 
 import math
-import types
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 
 Array = jax.Array
-
-DEFAULTS = types.MappingProxyType(
-  {
-    "num_generations": 8,
-    "clip_low": 0.2,
-    "clip_high": 0.2,
-    "safe_exp_max": 20.0,
-    "kl_coef": 0.001,
-    "kl_estimator": "k3",
-    "entropy_coef": 0.0,
-    "loss_agg_mode": "token-mean",
-    "advantage_estimator": "grpo",
-    "learning_rate": 1e-6,  # AdamW; consumed by the optimizer builder, not by these functions.
-  }
-)
 
 # A group whose reward std is at or below this is treated as "all rewards equal": its advantage is exactly 0.
 STD_TOL = 1e-6
@@ -364,7 +349,7 @@ def grpo_loss(
   L^clip is `clipped_surrogate`, KL is `kl_penalty(logp_new, logp_ref, kl_estimator)` (skipped when logp_ref is None
   or kl_coef = 0), H is the given per-token entropy [B, L] (e.g. `token_entropy(logits)`; skipped when None).
   Source: DeepSeekMath (Shao et al. 2024) eq. 3 (KL inside the loss, k3); entropy bonus as in PPO (Schulman et al.
-  2017) eq. 9. Defaults are the GenEnv official ones (`DEFAULTS`). Shapes: log-probs and mask [B, L]; advantages
+  2017) eq. 9. Defaults are the GenEnv official ones (module docstring). Shapes: log-probs and mask [B, L]; advantages
   [B] or [B, L]. Returns (sum, denominator, metrics) with loss = finalize(sum, denominator); metrics are masked token
   means over this batch: pg_loss, kl, clip_frac, ratio_mean, ratio_max, entropy, adv_mean, num_tokens.
   """

@@ -1,9 +1,9 @@
 """Per-token log-probabilities of a response under a model: the one place where RL meets the model.
 
-The policy. A model with logits z samples from π = softmax(`sampling.policy_logits`): z / T at the sampling
+The policy. A model with logits z samples from π = softmax(`sampler.policy_logits`): z / T at the sampling
 temperature T (T = 0, greedy decoding, counts as T = 1), ids past the tokenizer's removed, then top-k / top-p keep a
 set K and π is renormalised over it. Every log-prob the RL losses compare, current, old (the sampler's) and reference,
-is log π from `sampling.policy_logprobs` with the sampler's own frozen `SamplingParams` (`policy=`), so an unchanged
+is log π from `sampler.policy_logprobs` with the sampler's own frozen `SamplingParams` (`policy=`), so an unchanged
 policy has ratio exactly 1 with top-k or top-p on as well (TRL's GRPOTrainer and veRL divide the logits by the
 temperature the same way; NeMo-RL and prime-rl replay the truncation on the trainer side). Entropy is that of π too.
 A token outside K (the reference model's K, say) is scored over K ∪ {it}: finite, never -∞.
@@ -45,7 +45,7 @@ def scored_policy(
   if policy is None:
     return SamplingParams(max_new_tokens=1, temperature=float(temperature), vocab_limit=int(vocab_limit))
   if not isinstance(policy, SamplingParams):
-    raise TypeError(f"policy must be a sampling.SamplingParams, got {type(policy).__name__}")
+    raise TypeError(f"policy must be a sampling.sampler.SamplingParams, got {type(policy).__name__}")
   if temperature != 1.0 or vocab_limit != 0:
     raise ValueError(
       f"pass the sampling settings once: policy={policy} already holds the temperature and vocab_limit, "
@@ -121,7 +121,7 @@ def response_logprobs(
 
   `policy` is the `SamplingParams` the response was sampled with (module docstring): pass it for every log-prob a
   loss compares with the sampler's. Without it, π is the softmax at `temperature` over the first `vocab_limit` ids
-  (ids past it have no mass; sampling.limit_vocab), no top-k / top-p (`scored_policy`). `chunk_size` is the number
+  (ids past it have no mass; sampler.limit_vocab), no top-k / top-p (`scored_policy`). `chunk_size` is the number
   of response positions per LM-head chunk.
   """
   ids = jnp.concatenate([prompt_ids, response], axis=1)

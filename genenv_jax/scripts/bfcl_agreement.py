@@ -16,10 +16,11 @@ For every item of the 13 single-turn BFCL categories, three sets (--sets) of mod
   swaps), --edits per Python item and --source_edits per Java/JavaScript item (half of those of the oracle calls with
   double-quoted values, the form upstream's Java parser reads).
 
-Each (item, output) pair is scored by `bfcl_official.verdict` (our official mode), by the lenient mode (`bfcl.decode`
-+ `bfcl_checker`) and by bfcl-eval itself: `default_decode_ast_prompting` + `is_function_calling_format_output` +
-`ast_checker` for AST categories, and decode + `is_empty_output` for (ir)relevance, as its per-item evaluation path
-does. An exception inside bfcl-eval counts as "wrong" (upstream the evaluation run stops there).
+Each (item, output) pair is scored by `bfcl.official.verdict` (our official mode), by the lenient mode
+(`bfcl.evaluator.decode` + `bfcl.checker`) and by bfcl-eval itself: `default_decode_ast_prompting` +
+`is_function_calling_format_output` + `ast_checker` for AST categories, and decode + `is_empty_output` for
+(ir)relevance, as its per-item evaluation path does. An exception inside bfcl-eval counts as "wrong" (upstream the
+evaluation run stops there).
 
 The reference is bfcl-eval itself, installed into a folder of its own (it is not a dependency of this project; the
 tree-sitter packages its Java/JavaScript decoder needs are, at the same pins), and imported from there with --reference:
@@ -51,14 +52,12 @@ from typing import Any, Callable, Iterator, Sequence
 from absl import flags
 
 from genenv_jax import cli
-from genenv_jax.benchmarks.bfcl import checker as bfcl_checker
-from genenv_jax.benchmarks.bfcl import evaluator as bfcl
-from genenv_jax.benchmarks.bfcl import official as bfcl_official
+from genenv_jax.benchmarks.bfcl import checker, evaluator, official
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_json_tool_calls, format_python_calls
 from genenv_jax.data import require, resolve_data_dir
 from genenv_jax.tasks.benchmark import EvalItem
 
-CATEGORIES = tuple(c for c in bfcl.CATEGORIES if c not in bfcl.MULTI_TURN)
+CATEGORIES = tuple(c for c in evaluator.CATEGORIES if c not in evaluator.MULTI_TURN)
 SETS = ("perturb", "malformed", "edits")
 INSTALL = (
   "pip install --no-deps --target DIR bfcl-eval==2026.3.23 tree_sitter==0.21.3 tree-sitter-java==0.21.0 "
@@ -330,9 +329,9 @@ def _irrelevance_calls(item: EvalItem) -> list[ToolCall]:
 
 def _item_calls(item: EvalItem) -> list[ToolCall]:
   """The calls the oracle makes for an AST item (for (ir)relevance, a call to the first function)."""
-  if item.gold["category"] in bfcl.IRRELEVANCE + bfcl.RELEVANCE:
+  if item.gold["category"] in evaluator.IRRELEVANCE + evaluator.RELEVANCE:
     return _irrelevance_calls(item)
-  return bfcl.oracle_calls(item.gold["functions"], item.gold["answers"], item.gold["language"])
+  return evaluator.oracle_calls(item.gold["functions"], item.gold["answers"], item.gold["language"])
 
 
 def perturb(item: EvalItem, rng: random.Random) -> list[tuple[str, str]]:
@@ -340,7 +339,7 @@ def perturb(item: EvalItem, rng: random.Random) -> list[tuple[str, str]]:
   category, language = item.gold["category"], item.gold["language"]
   calls = _item_calls(item)
   pairs = list(_python_variants(calls, item, rng))
-  if category in bfcl.IRRELEVANCE + bfcl.RELEVANCE:
+  if category in evaluator.IRRELEVANCE + evaluator.RELEVANCE:
     return pairs + [
       ("prose", "I cannot answer this with the given functions."),
       ("empty", ""),
@@ -377,22 +376,20 @@ def pair_sets(
 
 def lenient_correct(output: str, item: EvalItem) -> bool:
   category, language = item.gold["category"], item.gold["language"]
-  calls = bfcl.decode(output, language)
-  if category in bfcl.IRRELEVANCE:
+  calls = evaluator.decode(output, language)
+  if category in evaluator.IRRELEVANCE:
     return not calls
-  if category in bfcl.RELEVANCE:
+  if category in evaluator.RELEVANCE:
     return bool(calls)
   try:
-    return bfcl_checker.check_ast(item.gold["functions"], calls, item.gold["answers"], language, category) is None
+    return checker.check_ast(item.gold["functions"], calls, item.gold["answers"], language, category) is None
   except (TypeError, ValueError, KeyError, RecursionError):
     return False
 
 
 def official_correct(output: str, item: EvalItem) -> bool:
   gold = item.gold
-  return (
-    bfcl_official.verdict(output, gold["functions"], gold.get("answers"), gold["language"], gold["category"]) is None
-  )
+  return official.verdict(output, gold["functions"], gold.get("answers"), gold["language"], gold["category"]) is None
 
 
 # ------------------------------------------------------------------------------------------------ main
@@ -444,7 +441,7 @@ def main(argv: Sequence[str]) -> int:
   except ImportError as e:
     raise ValueError(str(e)) from e
   rng = random.Random(args.seed)
-  bench = bfcl.BfclBenchmark()
+  bench = evaluator.BfclBenchmark()
   counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   shown = 0
   data_dir = str(require(resolve_data_dir(args.data_dir), ["bfcl"]))

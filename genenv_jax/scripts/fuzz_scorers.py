@@ -1,7 +1,7 @@
 """Fuzzes every benchmark scorer and every task family's parser and scorer: exceptions, timeouts, slowest input.
 
-Targets (`make_targets`): for each benchmark of `benchmarks.BENCHMARKS`, `score(item, text)` on the first item of
-each split (BFCL: of each category, in both BFCL modes; ALFWorld: a synthetic item, since loading plays games), and
+Targets (`make_targets`): for each benchmark of `benchmarks.registry.BENCHMARKS`, `score(item, text)` on the first item
+of each split (BFCL: of each category, in both BFCL modes; ALFWorld: a synthetic item, since loading plays games), and
 for each training task family, `parse(text)` and `score(gold, text)` with the gold of its first seed (ALFWorld: a
 written decision point). A scorer must return for any `str` and never raise.
 

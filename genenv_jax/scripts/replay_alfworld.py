@@ -1,10 +1,11 @@
 """Replays every expert walkthrough of an ALFWorld split in the real game and prints the win count and the time.
 
-Rule: for each `game.tw-pddl` of the split (`alfworld_env.list_games`), reset the game, play its `walkthrough`
-commands in order and count the game as won when textworld reports `won` (`alfworld_env.replay_walkthrough`). This
-wins all 134 valid_unseen games. Each replay is also written to the
-step cache (`alfworld_steps`, refreshed, unless --no_cache), so later `AlfworldStepBenchmark.load_items` calls are
-fast. One reset costs 1-4 s, so a whole split takes several minutes.
+Rule: for each `game.tw-pddl` of the split (`benchmarks.alfworld.env.list_games`), reset the game, play its
+`walkthrough` commands in order and count the game as won when textworld reports `won`
+(`benchmarks.alfworld.env.replay_walkthrough`). Each replay is also written to the step cache
+(`benchmarks.alfworld.steps`, refreshed, unless --no_cache), so later `AlfworldStepBenchmark.load_items` calls are fast.
+A reset is slow, so a whole split takes minutes (docs/EXPERIMENTS.md, "Costs behind implementation choices", has the
+times and the win count).
 
 Usage:
   python -m genenv_jax.scripts.replay_alfworld [--data_dir DIR] --split valid_unseen [--limit N]
@@ -20,8 +21,7 @@ from typing import Sequence
 from absl import flags
 
 from genenv_jax import cli
-from genenv_jax.benchmarks.alfworld import env as alfworld_env
-from genenv_jax.benchmarks.alfworld import steps as alfworld_steps
+from genenv_jax.benchmarks.alfworld import env, steps
 from genenv_jax.data import resolve_data_dir
 
 
@@ -36,12 +36,10 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
       "data directory (holding alfworld/) or the alfworld folder itself (default: genenv_jax.data.resolve_data_dir())",
       flag_values=fv,
     ),
-    flags.DEFINE_enum(
-      "split", "valid_unseen", alfworld_env.SPLITS, "the ALFWorld split whose games to replay", flag_values=fv
-    ),
+    flags.DEFINE_enum("split", "valid_unseen", env.SPLITS, "the ALFWorld split whose games to replay", flag_values=fv),
     flags.DEFINE_integer("limit", None, "replay only the first N games (sorted by name)", flag_values=fv),
     flags.DEFINE_string(
-      "cache_dir", None, "step cache directory (default: alfworld_steps.default_cache_dir())", flag_values=fv
+      "cache_dir", None, "step cache directory (default: benchmarks.alfworld.steps.default_cache_dir())", flag_values=fv
     ),
     flags.DEFINE_boolean("no_cache", False, "do not write replays to the step cache", flag_values=fv),
     flags.DEFINE_boolean("quiet", False, "print only the summary line", flag_values=fv),
@@ -53,16 +51,16 @@ def main(argv: Sequence[str]) -> int:
   line, exit status 2."""
   cli.no_arguments(argv)
   args = cli.namespace(_FLAGS)
-  games = alfworld_env.list_games(resolve_data_dir(args.data_dir), args.split)
+  games = env.list_games(resolve_data_dir(args.data_dir), args.split)
   if args.limit is not None:
     games = games[: max(args.limit, 0)]
   start = time.perf_counter()
-  won, lost, steps = 0, [], 0
+  won, lost, actions = 0, [], 0
   for i, path in enumerate(games, 1):
     t0 = time.perf_counter()
-    replay = alfworld_steps.load_replay(path, args.cache_dir, use_cache=not args.no_cache, refresh=True)
+    replay = steps.load_replay(path, args.cache_dir, use_cache=not args.no_cache, refresh=True)
     won += replay.won
-    steps += len(replay.actions)
+    actions += len(replay.actions)
     if not replay.won:
       lost.append(replay.game)
     if not args.quiet:
@@ -73,7 +71,7 @@ def main(argv: Sequence[str]) -> int:
       )
   seconds = time.perf_counter() - start
   print(
-    f"{args.split}: walkthrough won {won}/{len(games)} games ({steps} steps) in {seconds:.1f}s "
+    f"{args.split}: walkthrough won {won}/{len(games)} games ({actions} steps) in {seconds:.1f}s "
     f"({seconds / max(len(games), 1):.2f}s per game)"
   )
   for name in lost:

@@ -1,6 +1,6 @@
 """The host-Python bridge: call a numpy function on the host from inside a jitted (and sharded) program.
 
-Rule (genenv_jax DESIGN.md, "The co-evolution step"): a host verifier is entered through `jax.pure_callback` inside
+Rule (docs/DESIGN.md, "Architecture: how data flows"): a host verifier is entered through `jax.pure_callback` inside
 `jax.shard_map`, with the batch dimension split over EVERY mesh axis for that call, so each device (and so each host
 of a pod) decodes and scores only its own rows. Splitting over (data, fsdp) alone would hand the same rows to each
 tensor-parallel replica and score them twice. pure_callback needs every mesh axis manual inside shard_map anyway

@@ -54,10 +54,10 @@ logger = logging.getLogger(__name__)
 _STATE = "state"
 _METADATA = "metadata"
 
-# orbax writes a replicated array "replica-parallel" by default: each replica writes one slice of it, cut on device by
-# a small jitted slice per array shape and replica. For a state of ~100 small leaves replicated over 8 devices that is
-# ~300 compiles, 18 s of the first save on a CPU (0.8 s without). Slices under this many bytes are not split (one
-# replica writes the whole array); large replicated arrays on a pod still are.
+# orbax writes a replicated array "replica-parallel" by default: each replica writes one slice of it, cut on device by a
+# small jitted slice per array shape and replica. For a state of many small replicated leaves those compiles make most
+# of the first save's time (docs/EXPERIMENTS.md, "Costs behind implementation choices"). Slices under this many bytes
+# are not split (one replica writes the whole array); large replicated arrays on a pod still are.
 MIN_REPLICA_SLICE_BYTES = 1 << 20
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from genenv_jax import cli, evaluate
-from genenv_jax.benchmarks import registry as benchmarks
+from genenv_jax.benchmarks import registry
 
 HAS_ALFWORLD = all(importlib.util.find_spec(m) is not None for m in ("textworld", "alfworld"))
 needs_alfworld = pytest.mark.skipif(not HAS_ALFWORLD, reason="ALFWorld needs pip install -e .[alfworld]")
@@ -63,21 +63,21 @@ def case_args(benchmark: str, split: str | None, limit: int, data: pathlib.Path,
 
 def expected_ids(benchmark: str, split: str | None, limit: int, data: pathlib.Path, cache: pathlib.Path) -> list[str]:
   options = {"cache_dir": str(cache)} if benchmark == "alfworld" else {}
-  return [i.id for i in benchmarks.make_benchmark(benchmark, **options).load_items(str(data), split, limit)]
+  return [i.id for i in registry.make_benchmark(benchmark, **options).load_items(str(data), split, limit)]
 
 
 # ---- registry --------------------------------------------------------------------------------------------------------
 
 
 def test_registry_names_and_notes():
-  assert benchmarks.benchmark_names() == ("api_bank", "bfcl", "bamboogle", "travelplanner", "alfworld")
-  assert benchmarks.make_benchmark("bfcl").name == "bfcl"
-  assert "not comparable" in benchmarks.benchmark_note("bamboogle")
-  assert benchmarks.benchmark_note("api_bank") is None
+  assert registry.benchmark_names() == ("api_bank", "bfcl", "bamboogle", "travelplanner", "alfworld")
+  assert registry.make_benchmark("bfcl").name == "bfcl"
+  assert "not comparable" in registry.benchmark_note("bamboogle")
+  assert registry.benchmark_note("api_bank") is None
   with pytest.raises(ValueError, match="unknown benchmark 'nope'.*api_bank, bfcl"):
-    benchmarks.make_benchmark("nope")
+    registry.make_benchmark("nope")
   with pytest.raises(ValueError, match="does not take the options"):
-    benchmarks.make_benchmark("bamboogle", colour="red")
+    registry.make_benchmark("bamboogle", colour="red")
 
 
 # ---- reference agents ------------------------------------------------------------------------------------------------
@@ -141,7 +141,7 @@ def test_alfworld_episodes_oracle_wins(capsys, tmp_path, shared_data, alfworld_c
 
 
 def test_predictions_are_scored(capsys, tmp_path, shared_data):
-  bench = benchmarks.make_benchmark("api_bank")
+  bench = registry.make_benchmark("api_bank")
   items = bench.load_items(str(shared_data), "level-1", 4)
   lines = [{"id": i.id, "output": bench.oracle_output(i)} for i in items[:3]]
   good = tmp_path / "good.jsonl"
@@ -415,7 +415,7 @@ def test_workdir_checkpoint_end_to_end(capsys, monkeypatch, tmp_path, shared_dat
 
 
 def test_output_with_a_lone_surrogate_is_written_whole_and_reads_back(capsys, tmp_path, shared_data):
-  bench = benchmarks.make_benchmark("api_bank")
+  bench = registry.make_benchmark("api_bank")
   items = bench.load_items(str(shared_data), "level-1", 2)
   predictions = tmp_path / "p.jsonl"  # \ud800 escaped in the file: a lone surrogate once decoded
   predictions.write_text(
@@ -433,7 +433,7 @@ def test_output_with_a_lone_surrogate_is_written_whole_and_reads_back(capsys, tm
 
 
 def test_a_failed_write_prints_the_metrics_and_keeps_the_previous_file(capsys, monkeypatch, tmp_path, shared_data):
-  bench = benchmarks.make_benchmark("api_bank")
+  bench = registry.make_benchmark("api_bank")
   items = bench.load_items(str(shared_data), "level-1", 2)
   predictions = tmp_path / "p.jsonl"
   predictions.write_text("\n".join(json.dumps({"id": i.id, "output": bench.oracle_output(i)}) for i in items))

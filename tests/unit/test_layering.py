@@ -1,4 +1,4 @@
-"""The package's rooms depend only downward (docs/DESIGN.md, section 3), checked on every import statement."""
+"""The package's rooms depend only downward (docs/DESIGN.md, "Rooms"), checked on every import statement."""
 
 import ast
 import pathlib

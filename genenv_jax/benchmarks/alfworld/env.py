@@ -9,10 +9,11 @@ wrapped in alfworld's `AlfredDemangler`, which renames PDDL ids (`CounterTop_bar
 numbered names the walkthrough uses (`countertop 3`). Requested infos: `feedback`, `admissible_commands`, `won` and
 the `walkthrough` extra (`policy_commands`, the planner's plan, works too but is off: it costs time on every step).
 
-Facts measured here (alfworld 0.4.2, textworld 1.7.0): a reset costs 1-4 s (the PDDL is translated by fast-downward);
-a step about 0.1 s. Commands are case-sensitive and every admissible command is lower case ("GO TO x" does nothing),
-so callers normalise actions to lower case first (see `alfworld_prompt.normalize_action`). Any text, the empty string
-included, is a legal command: an inadmissible one returns "Nothing happens." and changes nothing.
+Facts of alfworld 0.4.2 and textworld 1.7.0: a reset is slow, since the PDDL is translated by fast-downward, and a step
+is fast (docs/EXPERIMENTS.md, "Costs behind implementation choices", has the times). Commands are case-sensitive and
+every admissible command is lower case ("GO TO x" does nothing), so callers normalise actions to lower case first (see
+`alfworld.prompt.normalize_action`). Any text, the empty string included, is a legal command: an inadmissible one
+returns "Nothing happens." and changes nothing.
 
 Requires the optional extra: `pip install -e .[alfworld]` (alfworld==0.4.2, textworld[pddl]==1.7.0; the latter
 builds fast-downward from source with cmake and g++).

@@ -1,7 +1,7 @@
 """Episodic ALFWorld evaluation: a ReAct-style loop over whole games, batched across games, with a step limit.
 
 Rule (ALFWorld, Shridhar et al. 2021; the default limit of 50 steps is the one ReAct's ALFWorld runs used, Yao et al.
-2023): each game is reset; at every turn the policy sees `alfworld_prompt.build_messages` (task, history, current
+2023): each game is reset; at every turn the policy sees `alfworld.prompt.build_messages` (task, history, current
 observation, admissible actions) and replies "Thought: ... Action: ..."; the parsed action (`extract_action`) is
 played in the game. An episode succeeds when the game reports `won` within `max_steps` actions; an inadmissible or
 malformed action is just a failed step ("Nothing happens."), never an error. Success rate = won episodes / episodes.
@@ -21,8 +21,7 @@ import pathlib
 import time
 from typing import Callable, Sequence
 
-from genenv_jax.benchmarks.alfworld import env as alfworld_env
-from genenv_jax.benchmarks.alfworld import steps as alfworld_steps
+from genenv_jax.benchmarks.alfworld import env, steps
 from genenv_jax.benchmarks.alfworld.prompt import (
   build_messages,
   extract_action,
@@ -85,9 +84,9 @@ class EpisodeReport:
 class _Episode:
   """Mutable per-game bookkeeping local to one `run_episodes` call."""
 
-  game: alfworld_env.AlfworldGame
+  game: env.AlfworldGame
   room: str
-  state: alfworld_env.GameState
+  state: env.GameState
   history: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
   def messages(self, history_window: int | None) -> tuple[Message, ...]:
@@ -98,7 +97,7 @@ class _Episode:
     return EpisodeResult(
       game=self.game.name,
       game_path=str(self.game.path),
-      task_type=alfworld_env.task_type(self.game.path),
+      task_type=env.task_type(self.game.path),
       task=self.game.task,
       won=self.state.won,
       steps=len(self.history),
@@ -117,11 +116,11 @@ def _run_chunk(
   episodes: list[_Episode] = []
   try:
     for path in paths:
-      game = alfworld_env.AlfworldGame(path)
-      episodes.append(_Episode(game=game, room="", state=alfworld_env.GameState("", (), False, False)))
+      game = env.AlfworldGame(path)
+      episodes.append(_Episode(game=game, room="", state=env.GameState("", (), False, False)))
       state = game.reset()
       episodes[-1].state = state
-      episodes[-1].room = alfworld_env.split_intro(state.observation)[0]
+      episodes[-1].room = env.split_intro(state.observation)[0]
     for _ in range(max_steps):
       active = [e for e in episodes if not e.state.done]
       if not active:
@@ -173,14 +172,14 @@ def walkthrough_policy(game_paths: Sequence[str | pathlib.Path], cache_dir: str 
   """An oracle for `run_episodes`: replies with walkthrough[t] of the prompt's game at step t.
 
   The game is recognised by the (task, room description) of the prompt, read from its cached walkthrough replay
-  (`alfworld_steps.load_replay`, which plays the game when the cache lacks it), and t by the prompt's history. Two
+  (`alfworld.steps.load_replay`, which plays the game when the cache lacks it), and t by the prompt's history. Two
   games with the same task and room description would be ambiguous: that raises ValueError naming them. Past the end
   of the walkthrough, or for an unknown prompt, it replies "look".
   """
   plans: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
   for path in game_paths:
-    replay = alfworld_steps.load_replay(path, cache_dir)
-    room, task = alfworld_env.split_intro(replay.observations[0])
+    replay = steps.load_replay(path, cache_dir)
+    room, task = env.split_intro(replay.observations[0])
     key = (replay.task or task, room)
     if key in plans:
       raise ValueError(

@@ -1,18 +1,18 @@
 """ALFWorld (Shridhar et al., ICLR 2021) as a step-level `Benchmark`, plus the public ALFWorld API of genenv_jax.
 
 Data: `<data_dir>/alfworld/{valid_unseen,valid_seen,valid_train}/<task>/<trial>/game.tw-pddl` (134 / 140 / 200 games,
-json_2.1.1). Items are the decisions of the expert walkthroughs replayed in the real games (`alfworld_steps`; the
+json_2.1.1). Items are the decisions of the expert walkthroughs replayed in the real games (`alfworld.steps`; the
 replays are cached on disk, so only the first load plays games): id `{split}/{task}/{trial}/step-{k}`, the ReAct-style
-prompt of `alfworld_prompt` (task, history, current observation, admissible actions), and as gold a dict
+prompt of `alfworld.prompt.build_messages` (task, history, current observation, admissible actions), and as gold a dict
 `{"action", "admissible", "game", "step", "task_type"}`. valid_unseen has 788 items, valid_seen 812, valid_train 1194.
 
 Scoring: the action is extracted from the output (`Action: ...` line > `> ...` line > first line; see
-`alfworld_prompt.extract_action`) and normalised (lower case, single spaces); `correct` iff it equals the normalised
+`alfworld.prompt.extract_action`) and normalised (lower case, single spaces); `correct` iff it equals the normalised
 gold action. `detail` also reports whether the predicted action was admissible at that step. Aggregate: step accuracy
 and admissible rate per split and overall.
 
 NOT THE PAPER'S METRIC: GenEnv reports ALFWorld episodic success (goal reached within 50 steps); that is
-`alfworld_episodes.run_episodes`. Step accuracy against one expert trajectory is a stricter, teacher-forced proxy
+`alfworld.episodes.run_episodes`. Step accuracy against one expert trajectory is a stricter, teacher-forced proxy
 (other actions may also lead to the goal), so `aggregate` flags it with `not_comparable_to_paper = 1.0`.
 
 Needs the optional extra for any game play: `pip install -e .[alfworld]` (alfworld==0.4.2, textworld[pddl]==1.7.0).

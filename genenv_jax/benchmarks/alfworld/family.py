@@ -1,9 +1,10 @@
 """ALFWorld next-action steps as a training task family (the "alfworld" training domain, step level).
 
 Seeds: the expert-walkthrough steps of `alfworld/valid_train` games, replayed in the real games and cached on disk
-(`alfworld_steps.load_step_records`). The ALFWorld evaluation splits are valid_unseen (the paper's 134 games) and
-valid_seen; their games are never seeds. `num_games` games are taken evenly spaced over the sorted valid_train list
-(so every task type is represented); a first replay costs about 4 s per game, later loads read the cache.
+(`alfworld.steps.load_step_records`). The ALFWorld evaluation splits are valid_unseen (the paper's 134 games) and
+valid_seen; their games are never seeds. `num_games` games are taken evenly spaced over the sorted valid_train list (so
+every task type is represented); a first replay plays the game (seconds, docs/EXPERIMENTS.md, "Costs behind
+implementation choices"), later loads read the cache.
 
 Env text format (a decision: the task, the room, up to MAX_HISTORY earlier steps, the observation, the commands and
 the next action):
@@ -16,12 +17,12 @@ the next action):
 
 Parser rule (`parse`): the lines in exactly that order (0..MAX_HISTORY `Before:` lines, each `action => observation`
 with both sides non-empty); non-empty task, room and observation; 2..MAX_COMMANDS admissible commands separated by
-" | ", unique after `alfworld_prompt.normalize_action`; and the action, normalised, must be one of them. That is what
+" | ", unique after `alfworld.prompt.normalize_action`; and the action, normalised, must be one of them. That is what
 the domain can check: it cannot play a generated state, so it does not know that the action is the expert's.
 Gold text: the normalised action. Difficulty: the number of admissible commands over 10 plus the number of earlier
 steps shown.
 
-Agent prompt: ALFWorld's ReAct prompt (`alfworld_prompt.build_messages` with the task, room, history, observation and
+Agent prompt: ALFWorld's ReAct prompt (`alfworld.prompt.build_messages` with the task, room, history, observation and
 commands). Score: `AlfworldStepBenchmark.score` (the normalised extracted action equals the gold), 1.0 or 0.0.
 """
 

@@ -1,6 +1,6 @@
 """Step decomposition of ALFWorld expert walkthroughs, cached on disk: seed tasks and step-level benchmark items.
 
-Rule: the walkthrough a_0..a_{n-1} of a game is played in the real game (`alfworld_env.replay_walkthrough`), giving
+Rule: the walkthrough a_0..a_{n-1} of a game is played in the real game (`alfworld.env.replay_walkthrough`), giving
 observations o_0 (the intro) .. o_n. Step k (0 <= k < n) becomes one record: the task, the room description of o_0,
 the history ((a_0, o_1), ..., (a_{k-1}, o_k)), the current observation (o_k; the room description when k = 0), the
 commands admissible before a_k, and the gold next action a_k. Record ids are `{split}/{task}/{trial}/step-{k}`
@@ -27,7 +27,7 @@ import tempfile
 import warnings
 from typing import Any, Iterator, Sequence
 
-from genenv_jax.benchmarks.alfworld import env as alfworld_env
+from genenv_jax.benchmarks.alfworld import env
 from genenv_jax.benchmarks.alfworld.prompt import build_messages
 from genenv_jax.tasks.benchmark import Message
 
@@ -54,7 +54,7 @@ class StepRecord:
   gold: str
 
   def messages(self, history_window: int | None = None) -> tuple[Message, ...]:
-    """The agent's prompt for this step (`alfworld_prompt.build_messages`)."""
+    """The agent's prompt for this step (`alfworld.prompt.build_messages`)."""
     return build_messages(self.task, self.room, self.history, self.observation, self.admissible, history_window)
 
 
@@ -90,7 +90,7 @@ def cache_file(game_path: str | pathlib.Path, cache_dir: str | pathlib.Path, key
   return pathlib.Path(cache_dir) / f"{path.parent.parent.name}.{path.parent.name}.{digest}.json"
 
 
-def _replay_to_json(replay: alfworld_env.Replay) -> dict[str, Any]:
+def _replay_to_json(replay: env.Replay) -> dict[str, Any]:
   return {
     "game": replay.game,
     "task": replay.task,
@@ -101,8 +101,8 @@ def _replay_to_json(replay: alfworld_env.Replay) -> dict[str, Any]:
   }
 
 
-def _replay_from_json(data: dict[str, Any]) -> alfworld_env.Replay:
-  replay = alfworld_env.Replay(
+def _replay_from_json(data: dict[str, Any]) -> env.Replay:
+  replay = env.Replay(
     game=str(data["game"]),
     task=str(data["task"]),
     actions=tuple(str(a) for a in data["actions"]),
@@ -120,7 +120,7 @@ def load_replay(
   cache_dir: str | pathlib.Path | None = None,
   use_cache: bool = True,
   refresh: bool = False,
-) -> alfworld_env.Replay:
+) -> env.Replay:
   """The walkthrough replay of one game: from the cache when a valid entry exists, else played and then cached.
 
   `use_cache=False` neither reads nor writes the cache; `refresh=True` always plays the game and rewrites the entry.
@@ -134,7 +134,7 @@ def load_replay(
         return _replay_from_json(data["replay"])
     except (OSError, ValueError, KeyError, TypeError) as err:
       warnings.warn(f"ignoring unreadable ALFWorld cache entry {target}: {err}", stacklevel=2)
-  replay = alfworld_env.replay_walkthrough(game_path)
+  replay = env.replay_walkthrough(game_path)
   if use_cache:
     _write_atomic(target, {"key": key, "replay": _replay_to_json(replay)})
   return replay
@@ -152,9 +152,9 @@ def _write_atomic(target: pathlib.Path, data: dict[str, Any]) -> None:
     raise
 
 
-def records_from_replay(replay: alfworld_env.Replay, split: str, game_path: str | pathlib.Path) -> list[StepRecord]:
+def records_from_replay(replay: env.Replay, split: str, game_path: str | pathlib.Path) -> list[StepRecord]:
   """The step records of one replay, by the rule of the module docstring."""
-  room, intro_task = alfworld_env.split_intro(replay.observations[0])
+  room, intro_task = env.split_intro(replay.observations[0])
   task = replay.task or intro_task
   records = []
   for k, gold in enumerate(replay.actions):
@@ -166,7 +166,7 @@ def records_from_replay(replay: alfworld_env.Replay, split: str, game_path: str 
         split=split,
         game=replay.game,
         game_path=str(game_path),
-        task_type=alfworld_env.task_type(game_path),
+        task_type=env.task_type(game_path),
         step=k,
         task=task,
         room=room,
@@ -184,10 +184,10 @@ def select_games(data_dir: str | pathlib.Path, split: str, games: Sequence[str] 
 
   Raises ValueError naming any requested game that the split lacks.
   """
-  paths = alfworld_env.list_games(data_dir, split)
+  paths = env.list_games(data_dir, split)
   if games is None:
     return paths
-  by_name = {alfworld_env.game_name(p): p for p in paths}
+  by_name = {env.game_name(p): p for p in paths}
   missing = [g for g in games if g not in by_name]
   if missing:
     raise ValueError(f"ALFWorld split {split!r} has no game(s) {', '.join(missing)}")

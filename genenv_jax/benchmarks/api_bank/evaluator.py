@@ -21,11 +21,8 @@ as `parameters`. Accuracy per level = correct / items; `overall/accuracy` = corr
 `strict_format=True` is a stricter variant for rewards: only the last CLOSED block counts, read by
 `tool_calls.parse_json_tool_calls` (each prediction a `{name, parameters | arguments}` object), and rule 3 is off.
 
-Seed tasks (`load_seed_tasks`), never the evaluation set: API-Bank's level-3 training API calls
-(`api_bank/original_training/lv3-api-train.json`, 907 `{instruction, input, output: "API-Request: [...]"}`, prompt
-= instruction as system + input as user, answer syntax "api_request") and ToolRL's `tool_calling_seed/rlla_sft.json`
-(400 `{instruction, input, output}` in the ToolRL `<tool_call>` format, syntax "tool_call"; 54 of them answer
-without any call, gold = ()). `score_seed` is their exact-match check.
+The training seeds (API-Bank's level-3 training API calls, `SEED_FILES`, never the evaluation set) are read by the
+training task family, `api_bank/family.py`.
 """
 
 from __future__ import annotations
@@ -39,18 +36,12 @@ from typing import Any, Sequence
 from genenv_jax.benchmarks.parsing.tool_calls import (
   ToolCall,
   format_json_tool_calls,
-  parse_api_request,
   parse_json_tool_calls,
 )
-from genenv_jax.tasks.benchmark import EvalItem, ItemResult, Message
+from genenv_jax.tasks.benchmark import EvalItem, ItemResult
 
 LEVELS = ("level-1", "level-2", "level-3")
-SEED_SOURCES = ("api_bank_lv3_train", "rlla_sft")
-SEED_FILES = {
-  "api_bank_lv3_train": ("api_bank", "original_training", "lv3-api-train.json"),
-  "rlla_sft": ("tool_calling_seed", "rlla_sft.json"),
-}
-SYNTAXES = ("api_request", "tool_call")
+SEED_FILES = {"api_bank_lv3_train": ("api_bank", "original_training", "lv3-api-train.json")}
 
 
 def toolrl_block(text: str) -> str:
@@ -166,70 +157,3 @@ class ApiBankBenchmark:
       metrics[f"{split}/correct"] = float(correct)
       metrics[f"{split}/n"] = float(len(chosen))
     return metrics
-
-
-# ------------------------------------------------------------------------------------------------ seed tasks
-
-
-@dataclasses.dataclass(frozen=True)
-class SeedTask:
-  """A training task: the prompt, the gold calls (empty: the right answer makes no call) and the answer syntax."""
-
-  id: str
-  source: str
-  messages: tuple[Message, ...]
-  gold: tuple[ToolCall, ...]
-  syntax: str
-
-
-def _seed_records(data_dir: str, source: str) -> list[dict[str, Any]]:
-  path = pathlib.Path(data_dir).joinpath(*SEED_FILES[source])
-  if not path.is_file():
-    raise FileNotFoundError(f"seed data for {source!r} not found at {path}")
-  records = json.loads(path.read_text(encoding="utf-8"))
-  for i, r in enumerate(records):
-    if not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in ("instruction", "input", "output")):
-      raise ValueError(f"{path}: record {i} lacks string 'instruction'/'input'/'output' fields")
-  return records
-
-
-def load_seed_tasks(data_dir: str, limit: int | None = None, sources: Sequence[str] = SEED_SOURCES) -> list[SeedTask]:
-  """Seed tasks from the training files (never the evaluation set); `limit` caps the tasks of each source."""
-  _check_limit(limit)
-  tasks = []
-  for source in sources:
-    if source not in SEED_SOURCES:
-      raise ValueError(f"unknown seed source {source!r}; expected one of {SEED_SOURCES}")
-    records = _seed_records(data_dir, source)
-    for i, r in enumerate(records[:limit] if limit is not None else records):
-      task_id = f"{source}-{i}"
-      messages = ({"role": "system", "content": r["instruction"].strip()}, {"role": "user", "content": r["input"]})
-      if source == "api_bank_lv3_train":
-        gold, syntax = parse_api_request(r["output"]), "api_request"
-        if not gold:
-          raise ValueError(f"{task_id}: output {r['output']!r} holds no API-Request call")
-      else:
-        gold, syntax = parse_json_tool_calls(r["output"], last_only=True), "tool_call"
-        if not gold and "</tool_call>" in r["output"]:
-          raise ValueError(f"{task_id}: the <tool_call> block of the output holds no valid call")
-      tasks.append(SeedTask(task_id, source, messages, tuple(gold), syntax))
-  return tasks
-
-
-def seed_calls(output: str, syntax: str) -> list[ToolCall]:
-  """The calls of an answer to a seed task: API-Request lines, or the last closed `<tool_call>` block."""
-  if syntax not in SYNTAXES:
-    raise ValueError(f"unknown seed syntax {syntax!r}; expected one of {SYNTAXES}")
-  return parse_api_request(output) if syntax == "api_request" else parse_json_tool_calls(output, last_only=True)
-
-
-def score_seed(task: SeedTask, output: str) -> bool:
-  """Exact match: the output's calls equal the gold calls as a multiset (name and arguments `==`); none for none."""
-  predicted = seed_calls(output, task.syntax)
-  remaining = list(task.gold)
-  for call in predicted:
-    match = next((g for g in remaining if g.name == call.name and dict(g.arguments) == dict(call.arguments)), None)
-    if match is None:
-      return False
-    remaining.remove(match)
-  return not remaining

@@ -12,7 +12,7 @@ One call against one possible answer `{func_name: {param: [allowed values]}}` (`
    boolean -> bool, array|tuple -> list (a tuple is accepted for tuple), dict -> dict`; other declared types are not
    type-checked; bool is never an int. The elements of an array are checked against `items.type` (an int is
    accepted for float here too, as is any element type that the answer's own elements have). Java/JavaScript values
-   are source text, converted first by `bfcl_lang.to_java` / `to_js`. When the answer's values are of another type
+   are source text, converted first by `bfcl.lang.to_java` / `to_js`. When the answer's values are of another type
    than the doc's (a variable name given for a number), a value of the answer's type is accepted and compared exactly;
 5. its value is one of the allowed values: strings are compared after `standardize` (lower case, no spaces or
    `,./-_*^`, single quotes as double quotes); lists element-wise in order (string elements standardised); dicts key

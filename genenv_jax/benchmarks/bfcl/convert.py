@@ -1,4 +1,4 @@
-"""Java / JavaScript argument text -> Python values, as BFCL's official checker converts them (`bfcl_official`).
+"""Java / JavaScript argument text -> Python values, as BFCL's official checker converts them (`bfcl.official`).
 
 Rules of bfcl-eval 2026.3.23 (`eval_checker/ast_eval/type_convertor/{java,js}_type_converter.py`), re-implemented
 with their quirks, no code copied. Text that does not fit its declared type stays the string it was.

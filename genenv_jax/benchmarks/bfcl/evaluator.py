@@ -4,7 +4,7 @@ Data (`<data_dir>/bfcl/`, the `bfcl_eval/data` folder of PyPI `bfcl-eval==2026.3
 (JSON lines `{id, question: [[messages]], function: [docs]}`), `possible_answer/BFCL_v4_<category>.json`
 (`{id, ground_truth}`) and, for multi-turn, `multi_turn_func_doc/<class file>.json`. Splits are the category names:
 
-* AST (scored by `bfcl_checker.check_ast`): simple_python (400), simple_java (100), simple_javascript (50),
+* AST (scored by `bfcl.checker.check_ast`): simple_python (400), simple_java (100), simple_javascript (50),
   multiple (200), parallel (200), parallel_multiple (200), live_simple (258), live_multiple (831 of upstream 1,053),
   live_parallel (16), live_parallel_multiple (24);
 * relevance: irrelevance (240) and live_irrelevance (884) are correct when no call is made; live_relevance (16) when
@@ -12,19 +12,19 @@ Data (`<data_dir>/bfcl/`, the `bfcl_eval/data` folder of PyPI `bfcl-eval==2026.3
 * multi_turn_long_context: each of the 734 turns of the 200 entries is one item, id `<entry id>-turn-<k>`. Its
   prompt holds the docs of the entry's `involved_classes` (less its `excluded_function`s), the earlier turns' user
   messages and, as assistant messages, the earlier turns' gold calls; the reply is scored by
-  `bfcl_checker.check_turn` (order-free, AST value rules). No functions are executed, so the long-context payloads
+  `bfcl.checker.check_turn` (order-free, AST value rules). No functions are executed, so the long-context payloads
   that BFCL's executable backend injects are not part of these prompts. 3 turns have no gold call (the right reply
   makes none), so an agent that never calls scores 3/734 there.
 
 Scoring modes (`mode`): "official" (the default) reproduces the verdicts of BFCL's own checker (bfcl-eval
-2026.3.23: its prompting decoder and `ast_checker`, quirks included, see `bfcl_official`), so a reported number
+2026.3.23: its prompting decoder and `ast_checker`, quirks included, see `bfcl.official`), so a reported number
 means what the leaderboard's does; use it for every BFCL number you report. "lenient" is this project's tolerant
 reading, for training rewards: `<think>` spans are removed; text with a `<tool_call>` holds JSON calls (all its
 blocks; calls named "None" are dropped, as in ToolRL's BFCL handler); otherwise the BFCL syntax `[f(a=1), g(b='x')]`
-is read (Python `ast` for Python categories, source-text values for Java/JavaScript, see `bfcl_lang`), code fences
-and set literals included, and checked by `bfcl_checker` (positional arguments rejected, parallel calls matched one
+is read (Python `ast` for Python categories, source-text values for Java/JavaScript, see `bfcl.lang`), code fences
+and set literals included, and checked by `bfcl.checker` (positional arguments rejected, parallel calls matched one
 to one, int for float also inside lists). Text that decodes to nothing is "no call". multi_turn_long_context has no
-official AST verdict (upstream executes the calls); both modes score it by `bfcl_checker.check_turn` on the lenient
+official AST verdict (upstream executes the calls); both modes score it by `bfcl.checker.check_turn` on the lenient
 decoding.
 
 Four live items cannot be passed by any output under BFCL's rules (upstream gold errors, listed in `UNSATISFIABLE`);
@@ -45,8 +45,7 @@ import json
 import pathlib
 from typing import Any, Mapping, Sequence
 
-from genenv_jax.benchmarks.bfcl import checker as bfcl_checker
-from genenv_jax.benchmarks.bfcl import official as bfcl_official
+from genenv_jax.benchmarks.bfcl import checker, official
 from genenv_jax.benchmarks.bfcl.lang import java_source, js_source, parse_source_calls
 from genenv_jax.benchmarks.bfcl.prompts import STYLES, build_messages, render_calls
 from genenv_jax.benchmarks.parsing.tool_calls import (
@@ -176,7 +175,7 @@ def _gold_turn_calls(calls: Sequence[str], docs: Mapping[str, Mapping[str, Any]]
   parsed = []
   for source in calls:
     found = parse_python_calls(source)
-    bound = bfcl_checker.bind_positional(found[0], docs.get(found[0].name)) if len(found) == 1 else None
+    bound = checker.bind_positional(found[0], docs.get(found[0].name)) if len(found) == 1 else None
     if bound is None or bound.name not in docs:
       raise ValueError(f"{where}: gold call {source!r} does not parse against the entry's function docs")
     parsed.append(bound)
@@ -268,7 +267,7 @@ class BfclBenchmark:
     """Correct when the output passes the category's rule in the benchmark's mode; the detail names the failed rule."""
     category, language = item.gold["category"], item.gold["language"]
     if self.mode == "official" and category not in MULTI_TURN:
-      error = bfcl_official.verdict(output, item.gold["functions"], item.gold.get("answers"), language, category)
+      error = official.verdict(output, item.gold["functions"], item.gold.get("answers"), language, category)
       detail = {"mode": "official", **({"error": error} if error else {})}
       return ItemResult(item.id, item.split, error is None, 0.0 if error else 1.0, detail)
     calls = decode(output, language)
@@ -281,9 +280,9 @@ class BfclBenchmark:
       elif category in MULTI_TURN:
         docs = {d["name"]: d for d in item.gold["functions"]}
         gold = _gold_turn_calls(item.gold["calls"], docs, item.id)
-        error = bfcl_checker.check_turn(docs, calls, gold)
+        error = checker.check_turn(docs, calls, gold)
       else:
-        error = bfcl_checker.check_ast(item.gold["functions"], calls, item.gold["answers"], language, category)
+        error = checker.check_ast(item.gold["functions"], calls, item.gold["answers"], language, category)
     except (TypeError, ValueError, KeyError, RecursionError) as e:
       error = f"checker could not score the output: {type(e).__name__}: {e}"
     if error:

@@ -18,18 +18,18 @@ Env text format (one doc per line, the question, the gold calls in BFCL's Python
 Parser rule (`parse`), checked by the domain with BFCL's own checker, never trusted from the env:
   * 1..8 `Function:` lines, then exactly one `User:` line (non-empty) and one `Calls:` line;
   * each doc is a JSON object with a (dotted) identifier name, unique, a string description and parameters
-    `{"type": "dict", "properties": {name: {"type": one of bfcl_checker.PYTHON_TYPES, ...}}, "required": [...]}`
+    `{"type": "dict", "properties": {name: {"type": one of bfcl.checker.PYTHON_TYPES, ...}}, "required": [...]}`
     with `required` a subset of the properties;
   * the calls parse with `tool_calls.parse_python_calls` into 1..4 calls without positional arguments, each of a
-    listed function, and each call passes `bfcl_checker.check_call` against its own doc and the answer built from
+    listed function, and each call passes `bfcl.checker.check_call` against its own doc and the answer built from
     it (so required parameters are given, no undeclared parameter is, and every value has the declared type).
 Gold text: canonical JSON `{"functions": [the called functions' docs, descriptions dropped], "answers": [{name:
 {param: [value]} plus {param: [""]} for each optional parameter the call leaves out}]}`. Difficulty: the number of
 calls plus the number of their arguments, over 2.
 
-Agent prompt: BFCL's own prompting system message (`bfcl_prompts.build_messages`, style "bfcl", Python) and the
-question. Score: `bfcl.decode` of the output, then `bfcl_checker.check_ast` (category "multiple" for one gold call,
-"parallel_multiple", order-free, for several), 1.0 when it passes, else 0.0.
+Agent prompt: BFCL's own prompting system message (`bfcl.prompts.build_messages`, style "bfcl", Python) and the
+question. Score: `bfcl.evaluator.decode` of the output, then `bfcl.checker.check_ast` (category "multiple" for one gold
+call, "parallel_multiple", order-free, for several), 1.0 when it passes, else 0.0.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import pathlib
 import re
 from typing import Any, Mapping
 
-from genenv_jax.benchmarks.bfcl import evaluator as bfcl
+from genenv_jax.benchmarks.bfcl import evaluator
 from genenv_jax.benchmarks.bfcl.checker import PYTHON_TYPES, check_ast, check_call
 from genenv_jax.benchmarks.bfcl.prompts import build_messages, render_calls
 from genenv_jax.benchmarks.parsing.source_scan import tag_contents
@@ -131,7 +131,7 @@ def _bfcl_questions(data_dir: pathlib.Path) -> list[str]:
   """Every user message of every BFCL question file (the evaluation set, to keep seeds disjoint from it)."""
   out = []
   for path in sorted((data_dir / "bfcl").glob("BFCL_v4_*.json")):
-    for row in bfcl._read_jsonl(path):  # noqa: SLF001 (the evaluator's own JSON-lines reader)
+    for row in evaluator._read_jsonl(path):  # noqa: SLF001 (the evaluator's own JSON-lines reader)
       for turn in row.get("question", []):
         for message in turn if isinstance(turn, list) else [turn]:
           if isinstance(message, dict) and message.get("role") == "user":
@@ -241,5 +241,5 @@ class BfclTasks:
     spec = json.loads(gold)
     answers = spec["answers"]
     category = "parallel_multiple" if len(answers) > 1 else "multiple"
-    error = check_ast(spec["functions"], bfcl.decode(output, "python"), answers, "python", category)
+    error = check_ast(spec["functions"], evaluator.decode(output, "python"), answers, "python", category)
     return 1.0 if error is None else 0.0

@@ -1,9 +1,9 @@
-"""BFCL's official verdicts, reproduced: the default scoring mode of `bfcl.BfclBenchmark` ("official").
+"""BFCL's official verdicts, reproduced: the default scoring mode of `bfcl.evaluator.BfclBenchmark` ("official").
 
 The leaderboard's numbers come from bfcl-eval (2026.3.23): the prompting decoder `default_decode_ast_prompting` and
 `ast_checker` for the AST categories, and "did the decoder find a call" for (ir)relevance
-(`eval_checker/eval_runner.py`). This module re-implements those rules, quirks included, so that a BFCL number from
-this project means what the leaderboard's does (the lenient decoder of `bfcl.decode` + `bfcl_checker` is the other
+(`eval_checker/eval_runner.py`). This module re-implements those rules, quirks included, so that a BFCL number from this
+project means what the leaderboard's does (the lenient decoder of `bfcl.evaluator.decode` + `bfcl.checker` is the other
 mode, for training rewards). Facts re-implemented, no code copied. Agreement with the bfcl-eval package itself is
 measured by `genenv_jax.scripts.bfcl_agreement`.
 
@@ -14,9 +14,9 @@ call or a list/tuple/set of calls. A call is `{name: {keyword: value}}`: the dot
 (positional ones are dropped). Values: constants; a unary operator on a constant is its negation (`+1` reads -1);
 lists, tuples, dicts; a bare name is its identifier; a call without keywords is its source text, with keywords a
 nested `{name: {...}}`; a subscript its source text; arithmetic on literals is evaluated (here within size limits);
-anything else (sets, attributes, comparisons, lambdas, ...) fails to decode. Java/JavaScript: `bfcl_source`, on the
+anything else (sets, attributes, comparisons, lambdas, ...) fails to decode. Java/JavaScript: `bfcl.source`, on the
 tree-sitter grammars upstream uses. Bounds that upstream lacks, so that any output scores in linear time: text over
-MAX_TEXT characters (far past any generation budget), Java/JavaScript parse trees deeper than `bfcl_source.MAX_DEPTH`,
+MAX_TEXT characters (far past any generation budget), Java/JavaScript parse trees deeper than `bfcl.source.MAX_DEPTH`,
 and arithmetic whose result would pass _MAX_SIZE digits or elements do not decode (score 0); Python's parser itself
 rejects nesting past its own limit.
 
@@ -24,7 +24,7 @@ Checking (`check`), by category name: "parallel" matches the calls to the answer
 answer takes the first unused call that passes); else "multiple" needs one call, checked against the answer's
 function; else one call against the first function doc. One call against `{name: {param: [allowed]}}`: the name must
 match; every required parameter given; every given parameter in the doc and the answer; the value converted (Java/JS:
-from source text by declared type, `bfcl_convert`; Python: a tuple becomes a list for "tuple", an int a float for
+from source text by declared type, `bfcl.convert`; Python: a tuple becomes a list for "tuple", an int a float for
 "float" at the top level only) and type-checked (the doc's type, or the answer's own type, then compared exactly as
 a "variable"); array elements type-checked one level deep, which passes whenever an allowed value is not a list (so
 "" among them skips it); then strings compared after standardisation (no spaces or `,./-_*^`, lower case, ' as "),
@@ -42,7 +42,7 @@ import operator
 import re
 from typing import Any, Callable, Mapping, Sequence
 
-from genenv_jax.benchmarks.bfcl import convert as bfcl_convert
+from genenv_jax.benchmarks.bfcl import convert
 from genenv_jax.benchmarks.bfcl.checker import PYTHON_TYPES  # BFCL's declared type names -> Python types
 from genenv_jax.benchmarks.bfcl.source import SourceSyntaxError, parse_java, parse_js
 from genenv_jax.benchmarks.parsing.tool_calls import ARITHMETIC_OPS
@@ -210,7 +210,7 @@ def decode(output: str, language: str = "python") -> Any:
     return parse_java(text[1:-1]) if language == "java" else parse_js(text[1:-1])
   except SourceSyntaxError as e:
     raise DecodeError(str(e)) from None
-  except RecursionError:  # a guard only: bfcl_source.MAX_DEPTH keeps its walks below the stack limit
+  except RecursionError:  # a guard only: source.MAX_DEPTH keeps its walks below the stack limit
     raise DecodeError("source nests too deeply") from None
 
 
@@ -317,7 +317,7 @@ def _convert(value: Any, prop: Mapping[str, Any], language: str) -> tuple[Any, t
       expected = PYTHON_TYPES[kind]
       nested = PYTHON_TYPES[prop["items"]["type"]] if kind in ("array", "tuple") else None
     else:
-      table = bfcl_convert.JAVA_TYPES if language == "java" else bfcl_convert.JS_TYPES
+      table = convert.JAVA_TYPES if language == "java" else convert.JS_TYPES
       expected = table[kind]
       if type(value) is not str:
         return value, expected, None, f"expected the {language} source text as a string, got {value!r}"
@@ -325,9 +325,9 @@ def _convert(value: Any, prop: Mapping[str, Any], language: str) -> tuple[Any, t
       if kind in ("Array", "ArrayList", "array"):
         item = prop["items"]["type"]
         nested = table[item]
-        value = bfcl_convert.convert(value, kind, language, item)
+        value = convert.convert(value, kind, language, item)
       else:
-        value = bfcl_convert.convert(value, kind, language)
+        value = convert.convert(value, kind, language)
   except (KeyError, TypeError, NotImplementedError, ValueError) as e:
     raise OfficialCrash(f"{type(e).__name__}: {e}") from None
   if kind == "tuple" and type(value) is tuple:

@@ -1,4 +1,4 @@
-"""Java and JavaScript call text as BFCL's official decoder reads it (the `bfcl_official` mode's source parser).
+"""Java and JavaScript call text as BFCL's official decoder reads it (the source parser of `bfcl.official`).
 
 bfcl-eval 2026.3.23 parses a Java/JavaScript answer with tree-sitter (`model_handler/parser/{java,js}_parser.py`) and
 keeps, from the parse, one call: its name and its keyword arguments as text. This module parses with the same

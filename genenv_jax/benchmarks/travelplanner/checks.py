@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
-from genenv_jax.benchmarks.travelplanner import fields as tf
+from genenv_jax.benchmarks.travelplanner import fields
 from genenv_jax.benchmarks.travelplanner.database import (
   Database,
   Flight,
@@ -72,13 +72,13 @@ def _route_cities(ctx: PlanContext, plan: Plan) -> tuple[list[str], Verdict | No
   for i, unit in enumerate(_days(ctx, plan)):
     value = unit["current_city"]
     if "from" in value:
-      a, b = tf.from_to(value)
-      a, b = tf.before_parenthesis(a), tf.before_parenthesis(b)
+      a, b = fields.from_to(value)
+      a, b = fields.before_parenthesis(a), fields.before_parenthesis(b)
       if i == 0 and a != ctx.query.org:
         return cities, Verdict(False, f"The first day's city should be {ctx.query.org}.")
       cities += [a, b]
     else:
-      cities.append(tf.before_parenthesis(value))
+      cities.append(fields.before_parenthesis(value))
   return cities, None
 
 
@@ -124,8 +124,8 @@ def diverse_restaurants(ctx: PlanContext, plan: Plan) -> Verdict:
   """No restaurant entry (the exact meal string) is used twice."""
   seen: list[str] = []
   for i, unit in enumerate(_days(ctx, plan)):
-    for meal in tf.MEALS:
-      if meal in unit and tf.is_filled(unit[meal]):
+    for meal in fields.MEALS:
+      if meal in unit and fields.is_filled(unit[meal]):
         if unit[meal] in seen:
           return Verdict(False, f"The restaurant in day {i + 1} {meal} is repeated.")
         seen.append(unit[meal])
@@ -136,8 +136,8 @@ def diverse_attractions(ctx: PlanContext, plan: Plan) -> Verdict:
   """No attraction entry (';'-terminated) is visited twice."""
   seen: list[str] = []
   for i, unit in enumerate(_days(ctx, plan)):
-    if "attraction" in unit and tf.is_filled(unit["attraction"]):
-      for attraction in tf.attraction_entries(unit["attraction"]):
+    if "attraction" in unit and fields.is_filled(unit["attraction"]):
+      for attraction in fields.attraction_entries(unit["attraction"]):
         if attraction in seen:
           return Verdict(False, f"The attraction '{attraction}' in day {i + 1} is repeated.")
         seen.append(attraction)
@@ -147,12 +147,12 @@ def diverse_attractions(ctx: PlanContext, plan: Plan) -> Verdict:
 def non_conflicting_transportation(ctx: PlanContext, plan: Plan) -> Verdict:
   """Day 1 has transport; self-driving is never mixed with flights or taxis."""
   first = plan[0]["transportation"]
-  if not tf.is_filled(first):
+  if not fields.is_filled(first):
     return Verdict(False, "The transportation in day 1 should not be empty.")
-  kinds = {tf.transport_kind(first)}
+  kinds = {fields.transport_kind(first)}
   for unit in _days(ctx, plan):
-    if "transportation" in unit and tf.is_filled(unit["transportation"]):
-      kinds.add(tf.transport_kind(unit["transportation"]))
+    if "transportation" in unit and fields.is_filled(unit["transportation"]):
+      kinds.add(fields.transport_kind(unit["transportation"]))
   if "Self-driving" in kinds and ("Flight" in kinds or "Taxi" in kinds):
     return Verdict(False, "The transportation is conflicting.")
   return PASS
@@ -163,21 +163,21 @@ def within_current_city(ctx: PlanContext, plan: Plan) -> Verdict:
   for i, unit in enumerate(_days(ctx, plan)):
     value = unit["current_city"]
     if "from" in value:
-      a, b = tf.from_to(value)
-      cities: Sequence[str] = [tf.before_parenthesis(a), tf.before_parenthesis(b)]
+      a, b = fields.from_to(value)
+      cities: Sequence[str] = [fields.before_parenthesis(a), fields.before_parenthesis(b)]
     else:
-      cities = tf.before_parenthesis(value)  # a str: iterated per character, as the official code does
-    if "transportation" in unit and tf.is_filled(unit["transportation"]):
+      cities = fields.before_parenthesis(value)  # a str: iterated per character, as the official code does
+    if "transportation" in unit and fields.is_filled(unit["transportation"]):
       if any(city not in unit["transportation"] for city in cities):
         return Verdict(False, f"The transportation in day {i + 1} is invalid city choice.")
-    for meal in tf.MEALS:
-      if meal in unit and tf.is_filled(unit[meal]) and not any(city in unit[meal] for city in cities):
+    for meal in fields.MEALS:
+      if meal in unit and fields.is_filled(unit[meal]) and not any(city in unit[meal] for city in cities):
         return Verdict(False, f"The {meal} in day {i + 1} is invalid city choice.")
-    if "attraction" in unit and tf.is_filled(unit["attraction"]):
-      for attraction in tf.attraction_entries(unit["attraction"]):
+    if "attraction" in unit and fields.is_filled(unit["attraction"]):
+      for attraction in fields.attraction_entries(unit["attraction"]):
         if not any(city in attraction for city in cities):
           return Verdict(False, f"The attraction in day {i + 1} is invalid city choice.")
-    if "accommodation" in unit and tf.is_filled(unit["accommodation"]):
+    if "accommodation" in unit and fields.is_filled(unit["accommodation"]):
       if cities[-1] not in unit["accommodation"]:
         return Verdict(False, f"The accommodation in day {i + 1} is invalid city choice.")
   return PASS
@@ -185,17 +185,17 @@ def within_current_city(ctx: PlanContext, plan: Plan) -> Verdict:
 
 def _transport_in_sandbox(ctx: PlanContext, unit: Mapping[str, Any], day: int) -> Verdict:
   value = unit["transportation"]
-  org, dest = tf.from_to(value)
+  org, dest = fields.from_to(value)
   if org is None or dest is None:
-    org, dest = tf.from_to(unit["current_city"])
+    org, dest = fields.from_to(unit["current_city"])
   if "flight number" in value.lower():
-    org, dest = tf.before_parenthesis(org), tf.before_parenthesis(dest)
-    number = tf.flight_number(value)
+    org, dest = fields.before_parenthesis(org), fields.before_parenthesis(dest)
+    number = fields.flight_number(value)
     if not any(f.number == number and f.origin == org and f.destination == dest for f in ctx.flights):
       return Verdict(False, f"The flight number in day {day} is invalid in the sandbox.")
   elif "self-driving" in value.lower() or "taxi" in value.lower():
     try:
-      org, dest = tf.before_parenthesis(org), tf.before_parenthesis(dest)
+      org, dest = fields.before_parenthesis(org), fields.before_parenthesis(dest)
     except TypeError:
       org, dest = "-", "-"
     mode = "self-driving" if "self-driving" in value.lower() else "taxi"
@@ -208,19 +208,19 @@ def within_sandbox(ctx: PlanContext, plan: Plan) -> Verdict:
   """Every flight, drive, taxi, restaurant, attraction and accommodation exists in the sandbox."""
   db = ctx.database
   for i, unit in enumerate(_days(ctx, plan)):
-    if tf.is_filled(unit["transportation"]):
+    if fields.is_filled(unit["transportation"]):
       verdict = _transport_in_sandbox(ctx, unit, i + 1)
       if not verdict.passed:
         return verdict
-    for meal in tf.MEALS:
-      if meal in unit and tf.is_filled(unit[meal]) and find_restaurant(db, *tf.name_city(unit[meal])) is None:
+    for meal in fields.MEALS:
+      if meal in unit and fields.is_filled(unit[meal]) and find_restaurant(db, *fields.name_city(unit[meal])) is None:
         return Verdict(False, f"The {meal} in day {i + 1} is invalid in the sandbox.")
-    if "attraction" in unit and tf.is_filled(unit["attraction"]):
-      for attraction in tf.attraction_entries(unit["attraction"]):
-        if find_attraction(db, *tf.name_city(attraction)) is None:
+    if "attraction" in unit and fields.is_filled(unit["attraction"]):
+      for attraction in fields.attraction_entries(unit["attraction"]):
+        if find_attraction(db, *fields.name_city(attraction)) is None:
           return Verdict(False, f"The attraction {attraction} in day {i + 1} is invalid in the sandbox.")
-    if "accommodation" in unit and tf.is_filled(unit["accommodation"]):
-      if not find_accommodations(db, *tf.name_city(unit["accommodation"])):
+    if "accommodation" in unit and fields.is_filled(unit["accommodation"]):
+      if not find_accommodations(db, *fields.name_city(unit["accommodation"])):
         return Verdict(False, f"The accommodation in day {i + 1} is invalid in the sandbox.")
   return PASS
 
@@ -241,14 +241,14 @@ def minimum_nights_stay(ctx: PlanContext, plan: Plan) -> Verdict:
       runs.append([value, 1])
   for value, nights in runs:
     if value not in ("-", ""):
-      rows = find_accommodations(ctx.database, *tf.name_city(value))
+      rows = find_accommodations(ctx.database, *fields.name_city(value))
       if len(rows) == 1 and nights < rows[0].minimum_nights:
         return Verdict(False, f"The accommodation {value} do not obey the minumum nights rule.")
   return PASS
 
 
 def _valid_days(ctx: PlanContext, plan: Plan) -> bool:
-  filled = sum(1 for unit in _days(ctx, plan) if unit != {} and unit["current_city"] != tf.NO_MORE_DAYS)
+  filled = sum(1 for unit in _days(ctx, plan) if unit != {} and unit["current_city"] != fields.NO_MORE_DAYS)
   return filled == ctx.query.days
 
 
@@ -278,9 +278,9 @@ def complete_information(ctx: PlanContext, plan: Plan) -> Verdict:
       return Verdict(False, f"No attaction in day {i + 1} is not allowed.")
     if i != ctx.query.days - 1 and unit["accommodation"] in ("", "-"):
       return Verdict(False, f"No accommodation in day {i + 1} is not allowed.")
-    if any(unit[meal] in ("", "-") for meal in tf.MEALS) and "from " not in city:
+    if any(unit[meal] in ("", "-") for meal in fields.MEALS) and "from " not in city:
       return Verdict(False, f"No meal in day {i + 1} is not allowed.")
-    total_valid += sum(1 for key in unit if tf.is_filled(unit[key]))
+    total_valid += sum(1 for key in unit if fields.is_filled(unit[key]))
   if total_valid / (6 * ctx.query.days) < 0.5:
     return Verdict(False, "The absent information is more than 50%.")
   return PASS

@@ -3,17 +3,17 @@
 Data, under `<data_dir>/travelplanner/`: `finetuning_data/std_travelplanner.jsonl` (per query: the sole-planning
 system prompt, the user turn "Given Information: <reference information> Query: <query>", and the gold plan),
 `database/train_ref_info.jsonl` (the same reference information as JSON; its flights are the only flights there are)
-and the sandbox CSVs (`travelplanner_database`). The structured constraints of each query come from the transcribed
-annotation file (`travelplanner_query`). Items: `travelplanner-train-{i}`, split "train". The 180 validation queries
+and the sandbox CSVs (`travelplanner.database`). The structured constraints of each query come from the transcribed
+annotation file (`travelplanner.query`). Items: `travelplanner-train-{i}`, split "train". The 180 validation queries
 (`postprocess/example_evaluation.jsonl`) cannot be scored end to end: their reference information (so their
 flights) and structured constraints are not shipped, so `splits()` lists only "train".
 
 Prompt: the shipped sole-planning system prompt plus `FORMAT_INSTRUCTION` (answer with the plan as JSON), then the
-shipped user turn. Output: parsed by `travelplanner_plan.parse_plan`; no plan = not delivered.
+shipped user turn. Output: parsed by `travelplanner.plan.parse_plan`; no plan = not delivered.
 
 Evaluation (`evaluation/eval.py` of OSU-NLP-Group/TravelPlanner), for N queries:
-- a delivered plan gets the 8 commonsense checks (`travelplanner_checks`); the 5 hard checks
-  (`travelplanner_hard`) run only when Complete Information and Within Sandbox both pass, otherwise none counts;
+- a delivered plan gets the 8 commonsense checks (`travelplanner.checks`); the 5 hard checks
+  (`travelplanner.hard`) run only when Complete Information and Within Sandbox both pass, otherwise none counts;
 - Delivery Rate = delivered / N;
 - Commonsense Micro = passed commonsense checks / (8 N);
 - Commonsense Macro = plans with no failed commonsense check (and hard checks run) / N;

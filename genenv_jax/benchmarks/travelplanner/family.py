@@ -14,7 +14,7 @@ written by the domain, so they always agree with it):
          "budget": 1500, "local_constraint": {"house rule": null, "cuisine": ["Chinese"], "room type": null,
          "transportation": "no flight"}}
 
-Parser rule (`parse`): a `Trip:` line whose JSON has exactly those keys; `travelplanner_query.query_from_json`
+Parser rule (`parse`): a `Trip:` line whose JSON has exactly those keys; `travelplanner.query.query_from_json`
 accepts it (days = 3, visiting_city_number = 1, level from the number of local constraints: 0 easy, 1 medium,
 2+ hard); the dates are consecutive; org != dest, both in the city list; self-driving or taxi distances exist both
 ways; the budget is at most 50,000; and the domain's planner finds a plan passing every check (the domain computes

@@ -25,7 +25,6 @@ _NAME_CITY = re.compile(r"(.*?),\s*([^,]+)(\(\w[\w\s]*\))?$")
 
 NO_MORE_DAYS = "You don't need to fill in the information for this or later days."
 MEALS = ("breakfast", "lunch", "dinner")
-DAY_KEYS = ("days", "current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")
 
 
 def before_parenthesis(text: str) -> str:

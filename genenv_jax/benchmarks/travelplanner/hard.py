@@ -10,7 +10,7 @@ constraint (the budget always applies).
   room), "Shared room" (shared room), or anything but "Shared room" (not shared room);
 - transportation (valid_transportation): no field contains "Flight" (no flight) / "Self-driving" (no self-driving),
   case-sensitive.
-The sandbox row of a stay or meal is the first match of its "Name, City" (`travelplanner_database`).
+The sandbox row of a stay or meal is the first match of its "Name, City" (`travelplanner.database`).
 
 total_cost, summed over the first min(days, len(plan)) days:
 - flight: price of the first reference flight with that number x people;
@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-from genenv_jax.benchmarks.travelplanner import fields as tf
+from genenv_jax.benchmarks.travelplanner import fields
 from genenv_jax.benchmarks.travelplanner.checks import PASS, Plan, PlanContext, Verdict, guarded
 from genenv_jax.benchmarks.travelplanner.database import distance_cost, find_accommodations, find_restaurant
 
@@ -48,19 +48,19 @@ def _days(ctx: PlanContext, plan: Plan) -> Plan:
 
 def _transport_cost(ctx: PlanContext, unit: Mapping[str, Any]) -> float:
   value = unit["transportation"]
-  org, dest = tf.from_to(value)
+  org, dest = fields.from_to(value)
   if org is None or dest is None:
-    org, dest = tf.from_to(unit["current_city"])
+    org, dest = fields.from_to(unit["current_city"])
   if org is None or dest is None:
     return 0.0
   people = ctx.query.people_number
   if "flight number" in value.lower():
-    number = tf.flight_number(value)
+    number = fields.flight_number(value)
     prices = [f.price for f in ctx.flights if f.number == number]
     return prices[0] * people if prices else 0.0
   if "self-driving" in value.lower() or "taxi" in value.lower():
     mode, per_car = ("self-driving", 5) if "self-driving" in value.lower() else ("taxi", 4)
-    cost = distance_cost(ctx.database, tf.before_parenthesis(org), tf.before_parenthesis(dest), mode)
+    cost = distance_cost(ctx.database, fields.before_parenthesis(org), fields.before_parenthesis(dest), mode)
     return 0.0 if cost is None else cost * math.ceil(people / per_car)
   return 0.0
 
@@ -70,15 +70,15 @@ def total_cost(ctx: PlanContext, plan: Plan) -> float:
   people = ctx.query.people_number
   total = 0.0
   for unit in _days(ctx, plan):
-    if tf.is_filled(unit["transportation"]):
+    if fields.is_filled(unit["transportation"]):
       total += _transport_cost(ctx, unit)
-    for meal in tf.MEALS:
-      if tf.is_filled(unit[meal]):
-        restaurant = find_restaurant(ctx.database, *tf.name_city(unit[meal]))
+    for meal in fields.MEALS:
+      if fields.is_filled(unit[meal]):
+        restaurant = find_restaurant(ctx.database, *fields.name_city(unit[meal]))
         if restaurant is not None:
           total += restaurant.average_cost * people
-    if tf.is_filled(unit["accommodation"]):
-      rows = find_accommodations(ctx.database, *tf.name_city(unit["accommodation"]))
+    if fields.is_filled(unit["accommodation"]):
+      rows = find_accommodations(ctx.database, *fields.name_city(unit["accommodation"]))
       if rows:
         total += rows[0].price * math.ceil(people / rows[0].maximum_occupancy)
   return total
@@ -98,8 +98,8 @@ def room_rule(ctx: PlanContext, plan: Plan) -> Verdict:
   if rule is None:
     return NOT_APPLICABLE
   for unit in _days(ctx, plan):
-    if tf.is_filled(unit["accommodation"]):
-      rows = find_accommodations(ctx.database, *tf.name_city(unit["accommodation"]))
+    if fields.is_filled(unit["accommodation"]):
+      rows = find_accommodations(ctx.database, *fields.name_city(unit["accommodation"]))
       if rows and rule in HOUSE_RULE_BANS and HOUSE_RULE_BANS[rule] in rows[0].house_rules:
         return Verdict(False, f"The house rule should be {rule}.")
   return PASS
@@ -112,10 +112,10 @@ def cuisine(ctx: PlanContext, plan: Plan) -> Verdict:
     return NOT_APPLICABLE
   found: set[str] = set()
   for unit in _days(ctx, plan):
-    for meal in tf.MEALS:
-      if not tf.is_filled(unit[meal]):
+    for meal in fields.MEALS:
+      if not fields.is_filled(unit[meal]):
         continue
-      name, city = tf.name_city(unit[meal])
+      name, city = fields.name_city(unit[meal])
       if city == ctx.query.org:
         break  # official quirk: `continue` of the day loop skips this day's remaining meals
       restaurant = find_restaurant(ctx.database, name, city)
@@ -131,8 +131,8 @@ def room_type(ctx: PlanContext, plan: Plan) -> Verdict:
   if wanted is None:
     return NOT_APPLICABLE
   for unit in _days(ctx, plan):
-    if tf.is_filled(unit["accommodation"]):
-      rows = find_accommodations(ctx.database, *tf.name_city(unit["accommodation"]))
+    if fields.is_filled(unit["accommodation"]):
+      rows = find_accommodations(ctx.database, *fields.name_city(unit["accommodation"]))
       if not rows:
         continue
       actual = rows[0].room_type
@@ -154,7 +154,7 @@ def transportation(ctx: PlanContext, plan: Plan) -> Verdict:
     return NOT_APPLICABLE
   for unit in _days(ctx, plan):
     value = unit["transportation"]
-    if tf.is_filled(value):
+    if fields.is_filled(value):
       if (rule == "no flight" and "Flight" in value) or (rule == "no self-driving" and "Self-driving" in value):
         return Verdict(False, f"The transportation should not be {rule}.")
   return PASS

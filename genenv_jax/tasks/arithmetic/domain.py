@@ -18,8 +18,8 @@ so `3+4` is 1 and the hardest, max_operands numbers of max_digits digits with a 
 tasks have difficulty 0. The CPU demo (configs/default.py) uses sums of min_operands..max_operands single digits, so
 there difficulty is simply the number of '+' signs.
 
-`verifier="jax"` keeps parsing and verification on device (`arithmetic_jax`); `verifier="host"` runs the Python twin
-(`arithmetic_host`) inside jit through `host_callback.host_map`, sharded over every axis of the mesh in context.
+`verifier="jax"` keeps parsing and verification on device (`arithmetic.token_ops`); `verifier="host"` runs the Python
+twin (`arithmetic.host`) inside jit through `host_callback.host_map`, sharded over every axis of the mesh in context.
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ import numpy as np
 
 from genenv_jax.models.tokenizer import Tokenizer
 from genenv_jax.tasks import token_ops as ops
-from genenv_jax.tasks.arithmetic import host
-from genenv_jax.tasks.arithmetic import token_ops as aj
+from genenv_jax.tasks.arithmetic import host, token_ops
 from genenv_jax.tasks.arithmetic.variations import variation
 from genenv_jax.tasks.base import TaskBatch, host_parse, host_verify
 
@@ -50,7 +49,7 @@ def _single(tokenizer: Tokenizer, text: str) -> int:
   return ids[0]
 
 
-def arith_tokens(tokenizer: Tokenizer) -> aj.ArithTokens:
+def arith_tokens(tokenizer: Tokenizer) -> token_ops.ArithTokens:
   """The static token table of `tokenizer`; raises ValueError if digits or operators are not single pieces."""
   digit_ids = tuple(_single(tokenizer, str(d)) for d in range(10))
   ops = {op: _single(tokenizer, op) for op in "+-*"}
@@ -63,7 +62,7 @@ def arith_tokens(tokenizer: Tokenizer) -> aj.ArithTokens:
     )
   rates = [tuple(tokenizer.encode(f"{k // 10}.{k % 10}")) for k in range(11)] + [tuple(tokenizer.encode("?"))]
   width = max(len(r) for r in rates)
-  return aj.ArithTokens(
+  return token_ops.ArithTokens(
     digit_ids=digit_ids,
     plus_id=ops["+"],
     minus_id=ops["-"],
@@ -107,13 +106,13 @@ class ArithmeticDomain:
   env_output_len: int = 16
   bound: int = DEFAULT_BOUND
   verifier: str = "jax"
-  operators: str = aj.OPERATORS
+  operators: str = token_ops.OPERATORS
   seed_max_difficulty: int = 0
   seed_decay: float = 1.0
   name: str = dataclasses.field(default="arithmetic", init=False)
   spec_len: int = dataclasses.field(default=1, init=False)
   success_threshold: float = dataclasses.field(default=0.5, init=False)
-  tokens: aj.ArithTokens = dataclasses.field(init=False, repr=False)
+  tokens: token_ops.ArithTokens = dataclasses.field(init=False, repr=False)
 
   def __post_init__(self):
     if self.verifier not in ("jax", "host"):
@@ -122,8 +121,8 @@ class ArithmeticDomain:
       raise ValueError(f"max_operands must be >= 2 (a task has at least one operator), got {self.max_operands}")
     if not 2 <= self.min_operands <= self.max_operands:
       raise ValueError(f"min_operands must be in 2..max_operands={self.max_operands}, got {self.min_operands}")
-    aj.check_operators(self.operators)
-    aj.check_bounds(self.max_digits, self.bound)
+    token_ops.check_operators(self.operators)
+    token_ops.check_bounds(self.max_digits, self.bound)
     if self.seed_max_difficulty and not self.min_difficulty <= self.seed_max_difficulty <= self.max_difficulty:
       raise ValueError(
         f"seed_max_difficulty must be 0 (every level) or in {self.min_difficulty}.."
@@ -189,7 +188,7 @@ class ArithmeticDomain:
     t = self.tokens
     tokens, mask = jnp.asarray(tokens, jnp.int32), jnp.asarray(mask, jnp.int32)
     length, terminated = ops.content_end(tokens, mask, t.eos_ids)
-    e = aj.evaluate_expression(
+    e = token_ops.evaluate_expression(
       tokens, length, terminated, t, self.max_operands, self.max_digits, self.bound, self.operators, self.min_operands
     )
     prompt_ids, prompt_mask = ops.pack_left_padded(
@@ -212,7 +211,9 @@ class ArithmeticDomain:
     )
 
   def _verify_jax(self, tasks: TaskBatch, response: jax.Array, response_mask: jax.Array) -> jax.Array:
-    ok, value = aj.parse_integer(jnp.asarray(response, jnp.int32), jnp.asarray(response_mask, jnp.int32), self.tokens)
+    ok, value = token_ops.parse_integer(
+      jnp.asarray(response, jnp.int32), jnp.asarray(response_mask, jnp.int32), self.tokens
+    )
     return (ok & tasks.valid & (value == tasks.spec[:, 0])).astype(jnp.float32)
 
   # -- the Domain protocol --------------------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
-"""Host-Python arithmetic: the same parse and verify rules as `arithmetic_jax`, on decoded text with Python ints.
+"""Host-Python arithmetic: the same parse and verify rules as `arithmetic.token_ops`, on decoded text with Python ints.
 
 Why a second implementation: it is the reference that the pure-JAX state machine is tested against, and the form
 that a text domain takes (decode, parse with Python, score), entered from the jitted step through
-`genenv_jax.tasks.host_callback` (DESIGN.md, "The co-evolution step", host-Python verifiers).
+`genenv_jax.tasks.host_callback` (docs/DESIGN.md, "Architecture: how data flows": host-Python verifiers).
 
-Rules (identical to `arithmetic_jax`, stated on text):
+Rules (identical to `arithmetic.token_ops`, stated on text):
   * a row's content is its tokens before the first EOS under mask 1 or the first mask 0; a row with neither is not
     terminated and so malformed;
   * the content must be spelled canonically: every id in the vocabulary, and `encode(decode(ids)) == ids` (the

@@ -25,8 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from genenv_jax.tasks import token_ops as ops
-from genenv_jax.tasks.arithmetic import host
-from genenv_jax.tasks.arithmetic import token_ops as aj
+from genenv_jax.tasks.arithmetic import host, token_ops
 from genenv_jax.tasks.arithmetic.domain import ArithmeticDomain
 from genenv_jax.tasks.base import TaskBatch
 
@@ -75,7 +74,7 @@ class RunningSumDomain(ArithmeticDomain):
     tasks = super()._parse_jax(tokens, mask)
     t = self.tokens
     tokens = jnp.asarray(tokens, jnp.int32)
-    numbers = aj.digit_values(tokens[:, 0 : 2 * self.max_operands - 1 : 2], t.digit_ids)  # number k at column 2k
+    numbers = token_ops.digit_values(tokens[:, 0 : 2 * self.max_operands - 1 : 2], t.digit_ids)  # number k at column 2k
     signs = jnp.where(tokens[:, 1 : 2 * self.max_operands - 2 : 2] == t.minus_id, -1, 1)  # operator k at 2k + 1
     n_ops = tasks.difficulty.astype(jnp.int32)  # the number of operators; 0 on invalid rows
     partial = numbers[:, :1] + jnp.cumsum(signs * jnp.maximum(numbers[:, 1:], 0), axis=-1)
@@ -86,7 +85,7 @@ class RunningSumDomain(ArithmeticDomain):
   def _verify_jax(self, tasks: TaskBatch, response: jax.Array, response_mask: jax.Array) -> jax.Array:
     response = jnp.asarray(response, jnp.int32)
     length, terminated = ops.content_end(response, jnp.asarray(response_mask, jnp.int32), self.tokens.eos_ids)
-    digits = aj.digit_values(response, self.tokens.digit_ids)[:, : self.spec_len]
+    digits = token_ops.digit_values(response, self.tokens.digit_ids)[:, : self.spec_len]
     width = digits.shape[-1]
     expected = tasks.spec[:, :width]
     n = jnp.sum(tasks.spec >= 0, axis=-1)

@@ -2,7 +2,7 @@
 generation ends and packing prompts, are `genenv_jax.tasks.token_ops`).
 
 Everything works on int32 token ids [B, L] with static shapes (masks, not lengths), so it runs inside the one jitted
-co-evolution step (genenv_jax DESIGN.md, "The co-evolution step": verifiers in pure JAX over token ids). Nothing here
+co-evolution step (docs/DESIGN.md, "Architecture: how data flows": verifiers in pure JAX over token ids). Nothing here
 raises on data: malformed rows come back with `ok = False`.
 
 The grammar, over the tokenizer's single-piece digits and the operators + - * (any other token is malformed):

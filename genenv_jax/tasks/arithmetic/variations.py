@@ -6,10 +6,8 @@ rates. An env taught to write a small edit of its seed writes tasks whose succes
 when the seeds are the tasks that passed the α band (D_env), its tasks land near the band too. RWR then has in-band
 tasks to learn from, and the seed's rate in the prompt can tell it which way to edit (GenEnv, arXiv 2512.19682, §3.3:
 the env is prompted with tasks and their measured success rate and writes new tasks of calibrated difficulty).
-Measured on the CPU demo (docs/EXPERIMENTS.md, "Why (a2) stays low"): more of the env's tasks land in the band, but
-with a 1,000-step agent warm start the env collapsed onto the easiest level on one seed of three; with 2,000 steps
-held-out accuracy rose on 3 of 3 seeds while mean p̂ stayed in the band for 80% of the later half on none. Not the
-default.
+An option (`warm_start.env_targets = "variation"`), not the default: docs/EXPERIMENTS.md, "Why (a2) stays low,
+measured", has its runs on the CPU demo.
 
 One edit, drawn uniformly among those the grammar allows:
   replace   one number by another of the same number of digits   (same level)

@@ -16,9 +16,7 @@ import time
 import pytest
 
 from genenv_jax import cli
-from genenv_jax.benchmarks.alfworld import env as alfworld_env
-from genenv_jax.benchmarks.alfworld import evaluator as alfworld
-from genenv_jax.benchmarks.alfworld import prompt as alfworld_prompt
+from genenv_jax.benchmarks.alfworld import env, evaluator, prompt
 from genenv_jax.tasks.benchmark import EvalItem
 
 SPLIT = "valid_unseen"
@@ -61,18 +59,18 @@ CI_GAMES = (
   ],
 )
 def test_extract_action_hand_cases(output: object, action: str) -> None:
-  assert alfworld.extract_action(output) == action
+  assert evaluator.extract_action(output) == action
 
 
 def test_normalize_action() -> None:
-  assert alfworld.normalize_action("  Move   Bowl 1 to Cabinet 4. ") == "move bowl 1 to cabinet 4"
-  assert alfworld.normalize_action('"look"') == "look"
-  assert alfworld.normalize_action(None) == ""  # type: ignore[arg-type]
+  assert evaluator.normalize_action("  Move   Bowl 1 to Cabinet 4. ") == "move bowl 1 to cabinet 4"
+  assert evaluator.normalize_action('"look"') == "look"
+  assert evaluator.normalize_action(None) == ""  # type: ignore[arg-type]
 
 
 def test_prompt_round_trip_and_window() -> None:
   history = [("go to desk 1", "You arrive at desk 1."), ("take cd 1 from desk 1", "You pick up the cd 1.")]
-  messages = alfworld.build_messages(
+  messages = evaluator.build_messages(
     "look at cd under the desklamp.",
     "You are in a room.",
     history,
@@ -83,19 +81,19 @@ def test_prompt_round_trip_and_window() -> None:
   user = messages[1]["content"]
   assert "Your task is to: look at cd under the desklamp." in user and "- use desklamp 1" in user
   assert "Thought:" in user and "Action:" in user
-  assert alfworld_prompt.prompt_history_actions(messages) == ["go to desk 1", "take cd 1 from desk 1"]
-  assert alfworld_prompt.prompt_step_index(messages) == 2
-  assert alfworld_prompt.prompt_task_and_room(messages) == ("look at cd under the desklamp.", "You are in a room.")
-  windowed = alfworld.build_messages("t", "r", history, "o", ["look"], history_window=1)
-  assert alfworld_prompt.prompt_history_actions(windowed) == ["take cd 1 from desk 1"]
-  assert alfworld_prompt.prompt_step_index(windowed) == 2
-  wide = alfworld.build_messages("t", "r", history, "o", ["look"], history_window=3)
-  assert alfworld_prompt.prompt_history_actions(wide) == ["go to desk 1", "take cd 1 from desk 1"]
-  hidden = alfworld.build_messages("t", "r", history, "o", ["look"], history_window=0)
-  assert alfworld_prompt.prompt_history_actions(hidden) == [] and alfworld_prompt.prompt_step_index(hidden) == 2
-  assert "History" not in alfworld.build_messages("t", "r", [], "r", ["look"])[1]["content"]
+  assert prompt.prompt_history_actions(messages) == ["go to desk 1", "take cd 1 from desk 1"]
+  assert prompt.prompt_step_index(messages) == 2
+  assert prompt.prompt_task_and_room(messages) == ("look at cd under the desklamp.", "You are in a room.")
+  windowed = evaluator.build_messages("t", "r", history, "o", ["look"], history_window=1)
+  assert prompt.prompt_history_actions(windowed) == ["take cd 1 from desk 1"]
+  assert prompt.prompt_step_index(windowed) == 2
+  wide = evaluator.build_messages("t", "r", history, "o", ["look"], history_window=3)
+  assert prompt.prompt_history_actions(wide) == ["go to desk 1", "take cd 1 from desk 1"]
+  hidden = evaluator.build_messages("t", "r", history, "o", ["look"], history_window=0)
+  assert prompt.prompt_history_actions(hidden) == [] and prompt.prompt_step_index(hidden) == 2
+  assert "History" not in evaluator.build_messages("t", "r", [], "r", ["look"])[1]["content"]
   with pytest.raises(ValueError, match="history_window"):
-    alfworld.build_messages("t", "r", history, "o", [], history_window=-1)
+    evaluator.build_messages("t", "r", history, "o", [], history_window=-1)
 
 
 def test_split_intro() -> None:
@@ -103,7 +101,7 @@ def test_split_intro() -> None:
     "-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. You see a desk 1.\n\n"
     "Your task is to: put a cd in desk."
   )
-  assert alfworld.split_intro(intro) == ("You are in the middle of a room. You see a desk 1.", "put a cd in desk.")
+  assert evaluator.split_intro(intro) == ("You are in the middle of a room. You see a desk 1.", "put a cd in desk.")
 
 
 def _hand_item(split: str, gold: str) -> EvalItem:
@@ -116,7 +114,7 @@ def _hand_item(split: str, gold: str) -> EvalItem:
 
 
 def test_score_and_aggregate_hand_items() -> None:
-  bench = alfworld.AlfworldStepBenchmark()
+  bench = evaluator.AlfworldStepBenchmark()
   item = _hand_item(SPLIT, "take cd 1 from desk 1")
   right = bench.score(item, "Thought: t\nAction: Take CD 1 from desk 1.")
   assert right.correct and right.score == 1.0 and right.detail["admissible"]
@@ -134,18 +132,18 @@ def test_score_and_aggregate_hand_items() -> None:
 
 
 def test_bad_arguments_name_the_bad_thing(shared_data: pathlib.Path) -> None:
-  bench = alfworld.AlfworldStepBenchmark()
+  bench = evaluator.AlfworldStepBenchmark()
   assert tuple(bench.splits()) == ("valid_unseen", "valid_seen", "valid_train")
   with pytest.raises(ValueError, match="test_unseen"):
     bench.load_items(str(shared_data), split="test_unseen")
   with pytest.raises(ValueError, match="no-such-task/trial_0"):
-    alfworld.AlfworldStepBenchmark(games=("no-such-task/trial_0",)).load_items(str(shared_data), split=SPLIT)
+    evaluator.AlfworldStepBenchmark(games=("no-such-task/trial_0",)).load_items(str(shared_data), split=SPLIT)
   with pytest.raises(ValueError, match="limit"):
     bench.load_items(str(shared_data), split=SPLIT, limit=-1)
   assert bench.load_items(str(shared_data), split=SPLIT, limit=0) == []
   with pytest.raises(FileNotFoundError, match="ALFWorld data not found"):
-    alfworld.list_games("/nonexistent-dir", SPLIT)
-  assert len(alfworld.list_games(shared_data, SPLIT)) == 134
+    evaluator.list_games("/nonexistent-dir", SPLIT)
+  assert len(evaluator.list_games(shared_data, SPLIT)) == 134
 
 
 def test_missing_textworld_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -158,7 +156,7 @@ def test_missing_textworld_says_how_to_install(monkeypatch: pytest.MonkeyPatch) 
 
   monkeypatch.setattr(builtins, "__import__", fake_import)
   with pytest.raises(ImportError, match=r"pip install -e \.\[alfworld\]"):
-    alfworld_env.import_textworld()
+    env.import_textworld()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -170,7 +168,7 @@ def test_missing_textworld_says_how_to_install(monkeypatch: pytest.MonkeyPatch) 
 def ci_paths(shared_data: pathlib.Path) -> list[pathlib.Path]:
   pytest.importorskip("textworld")
   pytest.importorskip("alfworld")
-  return alfworld.select_games(shared_data, SPLIT, CI_GAMES)
+  return evaluator.select_games(shared_data, SPLIT, CI_GAMES)
 
 
 @pytest.fixture(scope="module")
@@ -179,31 +177,33 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def replays(ci_paths: list[pathlib.Path], cache_dir: pathlib.Path) -> list[alfworld.Replay]:
+def replays(ci_paths: list[pathlib.Path], cache_dir: pathlib.Path) -> list[evaluator.Replay]:
   """Each CI game's walkthrough played in the real game (once: this fills the module's cache)."""
-  return [alfworld.load_replay(p, cache_dir) for p in ci_paths]
+  return [evaluator.load_replay(p, cache_dir) for p in ci_paths]
 
 
 @pytest.fixture(scope="module")
-def items(shared_data: pathlib.Path, cache_dir: pathlib.Path, replays: list[alfworld.Replay]) -> list[EvalItem]:
-  return alfworld.AlfworldStepBenchmark(cache_dir=str(cache_dir), games=CI_GAMES).load_items(str(shared_data), SPLIT)
+def items(shared_data: pathlib.Path, cache_dir: pathlib.Path, replays: list[evaluator.Replay]) -> list[EvalItem]:
+  return evaluator.AlfworldStepBenchmark(cache_dir=str(cache_dir), games=CI_GAMES).load_items(str(shared_data), SPLIT)
 
 
 def test_ci_games_cover_every_task_type(ci_paths: list[pathlib.Path]) -> None:
-  assert sorted(alfworld.task_type(p) for p in ci_paths) == sorted(alfworld.TASK_TYPES)
+  assert sorted(evaluator.task_type(p) for p in ci_paths) == sorted(evaluator.TASK_TYPES)
 
 
-def test_walkthrough_replay_wins_in_the_real_game(ci_paths: list[pathlib.Path], replays: list[alfworld.Replay]) -> None:
+def test_walkthrough_replay_wins_in_the_real_game(
+  ci_paths: list[pathlib.Path], replays: list[evaluator.Replay]
+) -> None:
   for path, replay in zip(ci_paths, replays):
     assert replay.won, replay.game
-    assert replay.actions == alfworld.read_walkthrough(path)
+    assert replay.actions == evaluator.read_walkthrough(path)
     assert len(replay.observations) == len(replay.actions) + 1
     assert replay.task and replay.observations[0].startswith("-= Welcome to TextWorld, ALFRED! =-")
     for action, admissible in zip(replay.actions, replay.admissible):
       assert action in admissible, (replay.game, action)  # every expert action was admissible when taken
 
 
-def test_items_ids_and_contents(items: list[EvalItem], replays: list[alfworld.Replay]) -> None:
+def test_items_ids_and_contents(items: list[EvalItem], replays: list[evaluator.Replay]) -> None:
   assert len(items) == sum(len(r.actions) for r in replays)
   assert len({i.id for i in items}) == len(items)
   first = items[0]
@@ -212,11 +212,11 @@ def test_items_ids_and_contents(items: list[EvalItem], replays: list[alfworld.Re
   user = first.messages[1]["content"]
   assert replays[0].task in user and "History" not in user and "- " + first.gold["action"] in user
   last = items[len(replays[0].actions) - 1]
-  assert alfworld_prompt.prompt_history_actions(last.messages) == list(replays[0].actions[:-1])
+  assert prompt.prompt_history_actions(last.messages) == list(replays[0].actions[:-1])
 
 
 def test_oracle_scores_100_and_null_0(items: list[EvalItem]) -> None:
-  bench = alfworld.AlfworldStepBenchmark()
+  bench = evaluator.AlfworldStepBenchmark()
   oracle = [bench.score(i, bench.oracle_output(i)) for i in items]
   null = [bench.score(i, "") for i in items]
   assert bench.aggregate(oracle)["step_accuracy"] == 1.0
@@ -230,25 +230,25 @@ def test_cache_serves_repeated_loads(shared_data: pathlib.Path, cache_dir: pathl
   entry = json.loads(files[0].read_text())
   assert entry["key"]["cache_version"] == 1 and entry["key"]["engine"]["textworld"]
   start = time.perf_counter()
-  again = alfworld.AlfworldStepBenchmark(cache_dir=str(cache_dir), games=CI_GAMES).load_items(str(shared_data), SPLIT)
+  again = evaluator.AlfworldStepBenchmark(cache_dir=str(cache_dir), games=CI_GAMES).load_items(str(shared_data), SPLIT)
   assert time.perf_counter() - start < 5.0  # no game is reset (a single reset costs 1-4 s)
   assert again == items
-  limited = alfworld.AlfworldStepBenchmark(cache_dir=str(cache_dir), games=CI_GAMES).load_items(
+  limited = evaluator.AlfworldStepBenchmark(cache_dir=str(cache_dir), games=CI_GAMES).load_items(
     str(shared_data), limit=5
   )
   assert [i.id for i in limited] == [i.id for i in items[:5]]
 
 
 def test_episodes_oracle_policy_wins(
-  ci_paths: list[pathlib.Path], cache_dir: pathlib.Path, replays: list[alfworld.Replay]
+  ci_paths: list[pathlib.Path], cache_dir: pathlib.Path, replays: list[evaluator.Replay]
 ) -> None:
-  report = alfworld.run_episodes(alfworld.walkthrough_policy(ci_paths, cache_dir), ci_paths)
+  report = evaluator.run_episodes(evaluator.walkthrough_policy(ci_paths, cache_dir), ci_paths)
   assert report.success_rate == 1.0 and report.max_steps == 50
   assert [e.steps for e in report.episodes] == [len(r.actions) for r in replays]
   assert [e.actions for e in report.episodes] == [r.actions for r in replays]
   summary = report.summary()
   assert summary["success_rate"] == 1.0 and summary["n"] == len(CI_GAMES)
-  assert all(summary[f"{kind}/success_rate"] == 1.0 for kind in alfworld.TASK_TYPES)
+  assert all(summary[f"{kind}/success_rate"] == 1.0 for kind in evaluator.TASK_TYPES)
 
 
 def test_episodes_null_policy_fails_within_the_limit(ci_paths: list[pathlib.Path]) -> None:
@@ -256,16 +256,16 @@ def test_episodes_null_policy_fails_within_the_limit(ci_paths: list[pathlib.Path
 
   def counting_null(batch):
     calls.append(len(batch))
-    return alfworld.null_policy(batch)
+    return evaluator.null_policy(batch)
 
-  report = alfworld.run_episodes(counting_null, ci_paths[:3], max_steps=3, batch_size=2)
+  report = evaluator.run_episodes(counting_null, ci_paths[:3], max_steps=3, batch_size=2)
   assert report.success_rate == 0.0 and [e.steps for e in report.episodes] == [3, 3, 3]
   assert calls == [2, 2, 2, 1, 1, 1]  # batched across the open games of each chunk
   assert all(o == "Nothing happens." for e in report.episodes for o in e.observations)
 
 
 def test_episodes_null_policy_default_limit_is_50(ci_paths: list[pathlib.Path]) -> None:
-  report = alfworld.run_episodes(alfworld.null_policy, ci_paths[:1])
+  report = evaluator.run_episodes(evaluator.null_policy, ci_paths[:1])
   assert report.success_rate == 0.0 and report.episodes[0].steps == 50 and report.mean_steps == 50.0
 
 
@@ -273,29 +273,29 @@ def test_episodes_malformed_output_is_a_failed_step(ci_paths: list[pathlib.Path]
   junk = [None, 7, "", "Action: FLY TO THE MOON", "\x00" * 5, "Thought: only a thought", "é" * 2000]
 
   def junk_policy(batch):
-    return [junk[len(alfworld_prompt.prompt_history_actions(m)) % len(junk)] for m in batch]
+    return [junk[len(prompt.prompt_history_actions(m)) % len(junk)] for m in batch]
 
-  report = alfworld.run_episodes(junk_policy, ci_paths[1:2], max_steps=len(junk))
+  report = evaluator.run_episodes(junk_policy, ci_paths[1:2], max_steps=len(junk))
   assert report.success_rate == 0.0 and report.episodes[0].steps == len(junk)
   with pytest.raises(ValueError, match="2 outputs for 1 prompts"):
-    alfworld.run_episodes(lambda batch: ["look", "look"], ci_paths[1:2], max_steps=1)
+    evaluator.run_episodes(lambda batch: ["look", "look"], ci_paths[1:2], max_steps=1)
 
 
 def test_default_cache_dir_rules(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
   monkeypatch.setenv("GENENV_JAX_CACHE", str(tmp_path / "c"))
-  assert alfworld.default_cache_dir() == tmp_path / "c" / "alfworld"
+  assert evaluator.default_cache_dir() == tmp_path / "c" / "alfworld"
   monkeypatch.delenv("GENENV_JAX_CACHE")
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
-  assert alfworld.default_cache_dir() == tmp_path / "x" / "genenv_jax" / "alfworld"
+  assert evaluator.default_cache_dir() == tmp_path / "x" / "genenv_jax" / "alfworld"
 
 
 def test_unreadable_cache_entry_is_replayed(
-  ci_paths: list[pathlib.Path], cache_dir: pathlib.Path, replays: list[alfworld.Replay], tmp_path: pathlib.Path
+  ci_paths: list[pathlib.Path], cache_dir: pathlib.Path, replays: list[evaluator.Replay], tmp_path: pathlib.Path
 ) -> None:
   source = next(f for f in cache_dir.glob("*.json") if f.name.startswith(CI_GAMES[0].split("/")[0]))
   (tmp_path / source.name).write_text("{not json")
   with pytest.warns(UserWarning, match="unreadable ALFWorld cache entry"):
-    replay = alfworld.load_replay(ci_paths[0], tmp_path)
+    replay = evaluator.load_replay(ci_paths[0], tmp_path)
   assert replay == replays[0]
   assert json.loads((tmp_path / source.name).read_text())["replay"]["won"] is True  # rewritten
 
@@ -313,6 +313,6 @@ def test_replay_script_on_one_game(
 def test_walkthrough_policy_refuses_indistinguishable_games(
   shared_data: pathlib.Path, ci_paths: list[pathlib.Path], cache_dir: pathlib.Path
 ) -> None:
-  twin = alfworld.select_games(shared_data, SPLIT, [CI_GAMES[0].split("/")[0] + "/trial_T20190908_222917_366542"])
+  twin = evaluator.select_games(shared_data, SPLIT, [CI_GAMES[0].split("/")[0] + "/trial_T20190908_222917_366542"])
   with pytest.raises(ValueError, match="share task and room description"):
-    alfworld.walkthrough_policy([ci_paths[0], twin[0]], cache_dir)
+    evaluator.walkthrough_policy([ci_paths[0], twin[0]], cache_dir)

@@ -1,18 +1,10 @@
-"""API-Bank with ToolRL's metric (real data from ../shared/data) and the tool-calling seed tasks."""
+"""API-Bank with ToolRL's metric (real data from ../shared/data)."""
 
 import json
 
 import pytest
 
-from genenv_jax.benchmarks.api_bank.evaluator import (
-  LEVELS,
-  ApiBankBenchmark,
-  SeedTask,
-  load_seed_tasks,
-  score_seed,
-  toolrl_block,
-)
-from genenv_jax.benchmarks.parsing.tool_calls import ToolCall, format_api_request, format_json_tool_calls
+from genenv_jax.benchmarks.api_bank.evaluator import LEVELS, ApiBankBenchmark, toolrl_block
 from genenv_jax.tasks.benchmark import EvalItem
 
 BENCH = ApiBankBenchmark()
@@ -177,46 +169,3 @@ def test_malformed_output_scores_zero_without_raising(output):
   for bench in (BENCH, STRICT):
     result = bench.score(ITEM, output)
     assert not result.correct and result.score == 0.0
-
-
-# ------------------------------------------------------------------------------------------------ seed tasks
-
-
-def test_seed_tasks_come_from_the_training_files(shared_data, items):
-  seeds = load_seed_tasks(str(shared_data))
-  assert len(seeds) == 907 + 400 and all(isinstance(s, SeedTask) for s in seeds)
-  lv3 = [s for s in seeds if s.source == "api_bank_lv3_train"]
-  rlla = [s for s in seeds if s.source == "rlla_sft"]
-  assert len(lv3) == 907 and len(rlla) == 400
-  keywords = "healthcare provider appointment availability checker"
-  assert lv3[0].gold == (ToolCall("ToolSearcher", {"keywords": keywords}),)
-  assert all(s.syntax == "api_request" and s.gold for s in lv3)
-  assert all(s.syntax == "tool_call" for s in rlla) and sum(not s.gold for s in rlla) == 54
-  assert rlla[0].gold == (ToolCall("Search Managers", {"name": "Alex Ferguson"}),)
-  assert [m["role"] for m in rlla[0].messages] == ["system", "user"]
-  eval_users = {i.messages[1]["content"] for i in items}
-  assert not any(s.messages[1]["content"] in eval_users for s in seeds)
-  assert [s.id for s in load_seed_tasks(str(shared_data), limit=2)] == [
-    "api_bank_lv3_train-0",
-    "api_bank_lv3_train-1",
-    "rlla_sft-0",
-    "rlla_sft-1",
-  ]
-  with pytest.raises(ValueError, match="unknown seed source"):
-    load_seed_tasks(str(shared_data), sources=("bfcl",))
-
-
-def test_score_seed_is_exact_multiset_match(shared_data):
-  seeds = load_seed_tasks(str(shared_data))
-  for s in seeds:
-    oracle = format_api_request(s.gold) if s.syntax == "api_request" else format_json_tool_calls(s.gold)
-    assert score_seed(s, oracle), s.id
-  multi = next(s for s in seeds if len(s.gold) >= 2 and s.syntax == "tool_call")
-  assert score_seed(multi, format_json_tool_calls(reversed(multi.gold)))  # order-free
-  assert not score_seed(multi, format_json_tool_calls(multi.gold[:1]))  # a missing call
-  lv3 = seeds[0]
-  assert score_seed(lv3, "API-Request: [ToolSearcher(keywords=healthcare provider appointment availability checker)]")
-  assert not score_seed(lv3, "API-Request: [ToolSearcher(keywords='healthcare')]")
-  none = next(s for s in seeds if not s.gold)
-  assert score_seed(none, "<response>Please give me the date.</response>")
-  assert not score_seed(none, format_json_tool_calls([ToolCall("f", {})]))

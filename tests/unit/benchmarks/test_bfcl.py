@@ -6,9 +6,7 @@ import re
 
 import pytest
 
-from genenv_jax.benchmarks.bfcl import checker as bfcl_checker
-from genenv_jax.benchmarks.bfcl import official as bfcl_official
-from genenv_jax.benchmarks.bfcl import source as bfcl_source
+from genenv_jax.benchmarks.bfcl import checker, official, source
 from genenv_jax.benchmarks.bfcl.evaluator import CATEGORIES, UNSATISFIABLE, BfclBenchmark, decode
 from genenv_jax.benchmarks.bfcl.lang import java_source, js_source, parse_source_calls, to_java, to_js
 from genenv_jax.benchmarks.bfcl.prompts import language_docs
@@ -481,11 +479,11 @@ def test_bad_split_and_limit(shared_data):
 
 
 def test_checker_helpers():
-  assert bfcl_checker.standardize("April 1, 2024") == bfcl_checker.standardize("april 1 2024") == "april12024"
-  assert bfcl_checker.standardize("it's") == 'it"s'
-  assert not bfcl_checker.values_equal(True, 1) and bfcl_checker.values_equal(5, 5.0)
+  assert checker.standardize("April 1, 2024") == checker.standardize("april 1 2024") == "april12024"
+  assert checker.standardize("it's") == 'it"s'
+  assert not checker.values_equal(True, 1) and checker.values_equal(5, 5.0)
   with pytest.raises(ValueError, match="language"):
-    bfcl_checker.check_call(DOC, ToolCall("geo.distance", {}), ANSWER, "rust")
+    checker.check_call(DOC, ToolCall("geo.distance", {}), ANSWER, "rust")
 
 
 # ------------------------------------------------------------------------------------------------ official mode
@@ -647,15 +645,15 @@ OFFICIAL_CASES = [
 
 
 @pytest.mark.parametrize(
-  "kind,category,functions,answers,output,official,lenient", OFFICIAL_CASES, ids=[c[0] for c in OFFICIAL_CASES]
+  "kind,category,functions,answers,output,official_verdict,lenient", OFFICIAL_CASES, ids=[c[0] for c in OFFICIAL_CASES]
 )
 def test_official_mode_reproduces_bfcl_eval_and_lenient_differs(
-  kind, category, functions, answers, output, official, lenient
+  kind, category, functions, answers, output, official_verdict, lenient
 ):
   language = {"simple_java": "java", "simple_javascript": "javascript"}.get(category, "python")
   item = _item(category, answers, functions=functions, language=language)
   result = OFFICIAL.score(item, output)
-  assert result.correct == official, (kind, result.detail)
+  assert result.correct == official_verdict, (kind, result.detail)
   assert result.detail["mode"] == "official"
   assert BENCH.score(item, output).correct == lenient, kind
 
@@ -684,15 +682,16 @@ def test_official_oracle_passes_every_python_item(items):
 
 
 def test_official_decoder_values():
-  """The prompting decoder's value rules (bfcl_official docstring), each checked against bfcl-eval 2026.3.23."""
-  decoded = bfcl_official.decode("[f(a=x, b=g(1), c=d[0], d=(1,2), e=+3, h=..., i=m.n(k=1), j=2*3)]")
+  """The prompting decoder's value rules (the docstring of benchmarks.bfcl.official), each checked against bfcl-eval
+  2026.3.23."""
+  decoded = official.decode("[f(a=x, b=g(1), c=d[0], d=(1,2), e=+3, h=..., i=m.n(k=1), j=2*3)]")
   assert decoded == [
     {"f": {"a": "x", "b": "g(1)", "c": "d[0]", "d": (1, 2), "e": -3, "h": "...", "i": {"m.n": {"k": 1}}, "j": 6}}
   ]
-  assert bfcl_official.decode("f(1, a=1)") == [{"f": {"a": 1}}]  # brackets added, the positional argument dropped
+  assert official.decode("f(1, a=1)") == [{"f": {"a": 1}}]  # brackets added, the positional argument dropped
   for output in ("[f(a=x.y)]", "[f(a={1, 2})]", "[f(a=lambda: 1)]", "[1, f()]", "<think>x</think>[f()]"):
-    with pytest.raises(bfcl_official.DecodeError):
-      bfcl_official.decode(output)
+    with pytest.raises(official.DecodeError):
+      official.decode(output)
 
 
 def test_official_fixtures_match_bfcl_eval_when_installed():
@@ -704,9 +703,9 @@ def test_official_fixtures_match_bfcl_eval_when_installed():
   from genenv_jax.scripts.bfcl_agreement import load_reference  # pylint: disable=import-outside-toplevel
 
   reference = load_reference(folder)
-  for kind, category, functions, answers, output, official, _ in OFFICIAL_CASES:
+  for kind, category, functions, answers, output, official_verdict, _ in OFFICIAL_CASES:
     language = {"simple_java": "java", "simple_javascript": "javascript"}.get(category, "python")
-    assert reference(output, _item(category, answers, functions=functions, language=language)) == official, kind
+    assert reference(output, _item(category, answers, functions=functions, language=language)) == official_verdict, kind
 
 
 def _write_predictions(path, items, output):
@@ -750,11 +749,11 @@ def test_evaluate_bfcl_mode_flag(items, shared_data, tmp_path, capsys):
   assert rc == 2 and "--bfcl_mode is for --benchmark bfcl only" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("parse", [bfcl_source.parse_java, bfcl_source.parse_js])
+@pytest.mark.parametrize("parse", [source.parse_java, source.parse_js])
 def test_source_parser_bounds_nesting(parse):
-  """A tree past bfcl_source.MAX_DEPTH levels is a syntax error (not a RecursionError or a crash of tree-sitter's
+  """A tree past source.MAX_DEPTH levels is a syntax error (not a RecursionError or a crash of tree-sitter's
   S-expression writer, which 49,000 levels can cause); real answers nest far less."""
-  depth = bfcl_source.MAX_DEPTH
+  depth = source.MAX_DEPTH
   assert parse("f(a=" + "(" * (depth - 10) + "1" + ")" * (depth - 10) + ")")
   for text in (
     "f(a=" + "(" * depth + "1" + ")" * depth + ")",
@@ -763,5 +762,5 @@ def test_source_parser_bounds_nesting(parse):
     "f(a=" + "- " * 5000 + "1)",
     "f(a=" + "b=" * 5000 + "1)",
   ):
-    with pytest.raises(bfcl_source.SourceSyntaxError, match="nests deeper"):
+    with pytest.raises(source.SourceSyntaxError, match="nests deeper"):
       parse(text)

@@ -1,4 +1,5 @@
-"""BFCL's Java/JavaScript source decoding on tree-sitter (bfcl_source), and the agreement script's output sets."""
+"""BFCL's Java/JavaScript source decoding on tree-sitter (benchmarks.bfcl.source), and the agreement script's output
+sets."""
 
 import os
 import random
@@ -7,8 +8,7 @@ import pytest
 from absl import flags
 
 from genenv_jax import cli
-from genenv_jax.benchmarks.bfcl import official as bfcl_official
-from genenv_jax.benchmarks.bfcl import source as bfcl_source
+from genenv_jax.benchmarks.bfcl import official, source
 from genenv_jax.benchmarks.parsing.tool_calls import ToolCall
 from genenv_jax.scripts import bfcl_agreement
 from genenv_jax.tasks.benchmark import EvalItem
@@ -58,10 +58,10 @@ DECODE_CASES = [
 @pytest.mark.parametrize("language,output,expected", DECODE_CASES, ids=[c[1] for c in DECODE_CASES])
 def test_official_source_decoding(language, output, expected):
   if expected == DECODE_ERROR:
-    with pytest.raises(bfcl_official.DecodeError):
-      bfcl_official.decode(output, language)
+    with pytest.raises(official.DecodeError):
+      official.decode(output, language)
   else:
-    assert bfcl_official.decode(output, language) == expected
+    assert official.decode(output, language) == expected
 
 
 def test_fixtures_match_bfcl_eval_when_installed():
@@ -85,21 +85,21 @@ def test_fixtures_match_bfcl_eval_when_installed():
 
 def test_java_text_is_cut_at_byte_offsets_as_upstream_does():
   """Upstream slices the decoded string by tree-sitter's byte offsets, so text after a non-ASCII character shifts."""
-  assert bfcl_source.parse_java('f(a="é", b="xy")') == [{"f": {"a": 'é"', "=": 'y"'}}]
-  assert bfcl_source.parse_java('f(a="e", b="xy")') == [{"f": {"a": "e", "b": "xy"}}]
-  assert bfcl_source.parse_js('f(a="é", b="xy")') == [{"f": {"a": "é", "b": "xy"}}]  # JS decodes node bytes
+  assert source.parse_java('f(a="é", b="xy")') == [{"f": {"a": 'é"', "=": 'y"'}}]
+  assert source.parse_java('f(a="e", b="xy")') == [{"f": {"a": "e", "b": "xy"}}]
+  assert source.parse_js('f(a="é", b="xy")') == [{"f": {"a": "é", "b": "xy"}}]  # JS decodes node bytes
 
 
 def test_parse_tree_rejects_bad_input_with_clear_errors():
   with pytest.raises(ValueError, match="no source grammar for 'python'"):
-    bfcl_source.parse_tree("f()", "python")
-  with pytest.raises(bfcl_source.SourceSyntaxError, match="over the"):
-    bfcl_source.parse_java("f(a=" + "1" * bfcl_source.MAX_SOURCE + ")")
-  with pytest.raises(bfcl_source.SourceSyntaxError, match="UTF-8"):
-    bfcl_source.parse_js("f(a='\ud800')")
-  with pytest.raises(bfcl_source.SourceSyntaxError, match="ERROR node"):
-    bfcl_source.parse_js("f(a=)")
-  assert bfcl_source.parse_tree("f(a=1)", "javascript").type == "program"
+    source.parse_tree("f()", "python")
+  with pytest.raises(source.SourceSyntaxError, match="over the"):
+    source.parse_java("f(a=" + "1" * source.MAX_SOURCE + ")")
+  with pytest.raises(source.SourceSyntaxError, match="UTF-8"):
+    source.parse_js("f(a='\ud800')")
+  with pytest.raises(source.SourceSyntaxError, match="ERROR node"):
+    source.parse_js("f(a=)")
+  assert source.parse_tree("f(a=1)", "javascript").type == "program"
 
 
 @pytest.mark.parametrize("language", ["java", "javascript"])
@@ -108,8 +108,8 @@ def test_character_edits_of_source_calls_decode_or_fail_cleanly(language):
   text = '[Cache.get(keys="new String[]{\\"a\\", \\"b\\"}", ttl="5L"), Log.write(msg="it\'s", level=2)]'
   for _, output in bfcl_agreement.character_edits(text, random.Random(language), 400):
     try:
-      decoded = bfcl_official.decode(output, language)
-    except bfcl_official.DecodeError:
+      decoded = official.decode(output, language)
+    except official.DecodeError:
       continue
     assert decoded is None or isinstance(decoded, (list, dict)), (output, decoded)
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from genenv_jax.benchmarks.travelplanner import fields as tf
+from genenv_jax.benchmarks.travelplanner import fields
 from genenv_jax.benchmarks.travelplanner.checks import PlanContext, commonsense_verdicts
 from genenv_jax.benchmarks.travelplanner.database import find_accommodations, load_reference_infos
 from genenv_jax.benchmarks.travelplanner.evaluator import TravelPlannerBenchmark, TravelPlannerGold, evaluate_plan
@@ -167,8 +167,8 @@ def test_budget_flips_with_budget_annotation(items):
 def test_expensive_restaurant_breaks_budget(items):
   item = items[14]  # cost 5696 against a budget of 5700
   plan = _plan(item)
-  name, city = tf.name_city(plan[1]["lunch"])
-  used = {plan[d][m] for d in range(len(plan)) for m in tf.MEALS}
+  name, city = fields.name_city(plan[1]["lunch"])
+  used = {plan[d][m] for d in range(len(plan)) for m in fields.MEALS}
   pricey = max(
     (r for r in item.gold.context.database.restaurants[city] if f"{r.name}, " not in " ".join(used)),
     key=lambda r: r.average_cost,
@@ -229,7 +229,7 @@ def test_city_route_current_city_and_transport_conflicts(items):
 
 def test_minimum_nights_stay(items):
   item = items[0]  # Rockford stay needs 2 nights: cut it to 1
-  rows = find_accommodations(item.gold.context.database, *tf.name_city(item.gold.plan[0]["accommodation"]))
+  rows = find_accommodations(item.gold.context.database, *fields.name_city(item.gold.plan[0]["accommodation"]))
   assert len(rows) == 1 and rows[0].minimum_nights == 2.0
   plan = _plan(item)
   plan[1]["accommodation"] = "Private Room in a two bedroom apt., Rockford"
@@ -238,7 +238,7 @@ def test_minimum_nights_stay(items):
 
 def test_hard_local_constraints_flip(items):
   item = items[0]
-  house_rules = find_accommodations(item.gold.context.database, *tf.name_city(item.gold.plan[0]["accommodation"]))[
+  house_rules = find_accommodations(item.gold.context.database, *fields.name_city(item.gold.plan[0]["accommodation"]))[
     0
   ].house_rules
   banned = next(
@@ -329,13 +329,13 @@ def test_annotation_file_matches_gold_plans(items, shared_data):
     q, plan, where = gold.query, gold.plan, item.id
     assert len(plan) == q.days == len(q.date), where
     assert q.visiting_city_number == {3: 1, 5: 2, 7: 3}[q.days], where
-    first_from, _ = tf.from_to(plan[0]["current_city"])
-    _, last_to = tf.from_to(plan[-1]["current_city"])
-    assert tf.before_parenthesis(first_from) == q.org == tf.before_parenthesis(last_to), where
+    first_from, _ = fields.from_to(plan[0]["current_city"])
+    _, last_to = fields.from_to(plan[-1]["current_city"])
+    assert fields.before_parenthesis(first_from) == q.org == fields.before_parenthesis(last_to), where
     visited = set()
     for day in plan:
-      a, b = tf.from_to(day["current_city"]) if "from" in day["current_city"] else (day["current_city"], None)
-      visited |= {tf.before_parenthesis(c) for c in (a, b) if c}
+      a, b = fields.from_to(day["current_city"]) if "from" in day["current_city"] else (day["current_city"], None)
+      visited |= {fields.before_parenthesis(c) for c in (a, b) if c}
     visited.discard(q.org)
     assert len(visited) == q.visiting_city_number, where
     states = gold.context.database.city_states
@@ -343,7 +343,7 @@ def test_annotation_file_matches_gold_plans(items, shared_data):
     # every gold flight flies on that day's date; the reference searches cover exactly the trip's first/last dates
     for i, day in enumerate(plan):
       if "Flight Number: " in day["transportation"]:
-        number = tf.flight_number(day["transportation"])
+        number = fields.flight_number(day["transportation"])
         assert any(f.number == number and f.date == q.date[i] for f in gold.context.flights), (where, i)
     flight_dates = sorted(k.rsplit(" on ", 1)[1] for k in reference if k.startswith("Flight from"))
     assert flight_dates[0] == q.date[0] and flight_dates[-1] == q.date[-1], where

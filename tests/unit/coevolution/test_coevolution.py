@@ -8,7 +8,7 @@ from coevolution_configs import tiny_config
 
 from genenv_jax.coevolution.build import build
 from genenv_jax.coevolution.step import Coevolution, by_seed_source
-from genenv_jax.sampling import sampler as sampling
+from genenv_jax.sampling import sampler
 
 
 def run_steps(config, num_steps, devices=None, coevolution_cls=None):
@@ -174,7 +174,7 @@ class MalformedEnv(Coevolution):
     tokens = jnp.where((kind == 0)[:, None], random_ids, jnp.where((kind == 1)[:, None], eos, 5))
     tokens = jnp.where((kind == 0)[:, None] & (tokens == eos), 4, tokens)  # random rows never stop
     mask = jnp.where((kind == 1)[:, None], (jnp.arange(length) == 0)[None, :], True).astype(jnp.int32)
-    out = sampling.SampleOutput(tokens.astype(jnp.int32), out.logprobs, mask)
+    out = sampler.SampleOutput(tokens.astype(jnp.int32), out.logprobs, mask)
     return prompts, out, self.domain.parse_env_output(out.tokens, out.mask)
 
 
@@ -266,7 +266,7 @@ class CopyingEnv(Coevolution):
     width = min(length, seeds["env_ids"].shape[1])
     tokens = jnp.zeros_like(out.tokens).at[:, :width].set(seeds["env_ids"][:, :width].astype(out.tokens.dtype))
     mask = jnp.zeros_like(out.mask).at[:, :width].set(seeds["env_mask"][:, :width].astype(out.mask.dtype))
-    out = sampling.SampleOutput(tokens, out.logprobs, mask)
+    out = sampler.SampleOutput(tokens, out.logprobs, mask)
     return prompts, out, self.domain.parse_env_output(out.tokens, out.mask)
 
 

@@ -2,7 +2,7 @@
 default config's initial state and its first co-evolution step are the same, bit for bit, as before it.
 
 The references below were produced by this test's `state_digest` on the code before the refactor (commit b8dc475,
-with the log-probs of issue 34's `sampling.policy_logprobs`, merged beside it: z_y - logsumexp(z) rounds differently
+with the log-probs of issue 34's `sampler.policy_logprobs`, merged beside it: z_y - logsumexp(z) rounds differently
 from log_softmax, so the step after it differs from b8dc475's in the last bits; b8dc475 + that change and the settings
 tree + that change give the same digests), on one CPU device of the test session's eight (conftest: XLA:CPU's
 numerics depend on the host device count too). XLA's numerics differ across backends and CPU

@@ -1,4 +1,5 @@
-"""genenv_jax.plan: the CLI compiles the real step on a virtual mesh and reports memory; plan_math by hand.
+"""genenv_jax.plan: the CLI compiles the real step on a virtual mesh and reports memory; planning.costs and
+planning.analytic by hand.
 
 The CLI runs in a subprocess because it sets XLA_FLAGS (its own device count) before JAX creates its backends.
 """
@@ -13,9 +14,8 @@ import pytest
 from conftest import PROJECT_ROOT
 
 from genenv_jax import plan
-from genenv_jax.planning import costs as plan_math
+from genenv_jax.planning import costs, planner
 from genenv_jax.planning import models as plan_models
-from genenv_jax.planning import planner
 from genenv_jax.planning import workload as plan_workload
 from genenv_jax.planning.costs import GIB
 
@@ -285,44 +285,44 @@ def test_workload_of_config():
     plan_workload.workload_of(_smoke())
 
 
-# ---- plan_math by hand ---------------------------------------------------------------------------------------------
+# ---- planning.costs by hand -----------------------------------------------------------------------------------------
 
 
 def test_chip_table_and_slices():
-  v5p = plan_math.chip(" V5P ")
+  v5p = costs.chip(" V5P ")
   assert (v5p.peak_flops, v5p.hbm_bytes, v5p.hbm_bandwidth, v5p.ici_bandwidth) == (459e12, 95 * GIB, 2765e9, 600e9)
-  assert plan_math.chip("v6e").peak_flops == 918e12 and plan_math.chip("v5e").hbm_bytes == 16 * GIB
-  assert plan_math.chip("v4").hbm_bandwidth == 1200e9 and plan_math.chip("v6e").ici_bandwidth == 400e9
-  assert plan_math.slice_chips("v5p-64") == ("v5p", 32) and plan_math.slice_chips("v6e-64") == ("v6e", 64)
-  assert plan_math.slice_chips("v5litepod-16") == ("v5e", 16) and plan_math.slice_chips("v4-8") == ("v4", 4)
+  assert costs.chip("v6e").peak_flops == 918e12 and costs.chip("v5e").hbm_bytes == 16 * GIB
+  assert costs.chip("v4").hbm_bandwidth == 1200e9 and costs.chip("v6e").ici_bandwidth == 400e9
+  assert costs.slice_chips("v5p-64") == ("v5p", 32) and costs.slice_chips("v6e-64") == ("v6e", 64)
+  assert costs.slice_chips("v5litepod-16") == ("v5e", 16) and costs.slice_chips("v4-8") == ("v4", 4)
   with pytest.raises(ValueError, match="must be a positive multiple of 2"):
-    plan_math.slice_chips("v5p-7")
+    costs.slice_chips("v5p-7")
   with pytest.raises(ValueError, match="unknown TPU slice 'h100-8'"):
-    plan_math.slice_chips("h100-8")
+    costs.slice_chips("h100-8")
 
 
 def test_memory_peak_and_fit_verdict():
-  m = plan_math.Memory(arguments=10, outputs=6, temporaries=3, generated_code=1, alias=5)
+  m = costs.Memory(arguments=10, outputs=6, temporaries=3, generated_code=1, alias=5)
   assert m.peak == 15
-  v = plan_math.fit_verdict(80 * GIB, 95 * GIB)  # usable 0.9 x 95 = 85.5 GiB
+  v = costs.fit_verdict(80 * GIB, 95 * GIB)  # usable 0.9 x 95 = 85.5 GiB
   assert v.fits and v.usable == 85.5 * GIB and v.shortfall == 0 and v.utilisation == pytest.approx(80 / 95)
-  v = plan_math.fit_verdict(90 * GIB, 95 * GIB)
+  v = costs.fit_verdict(90 * GIB, 95 * GIB)
   assert not v.fits and v.shortfall == pytest.approx(4.5 * GIB)
-  assert plan_math.fit_verdict(95 * GIB, 95 * GIB, usable_fraction=1.0).fits
+  assert costs.fit_verdict(95 * GIB, 95 * GIB, usable_fraction=1.0).fits
   for bad in (dict(hbm_bytes=0), dict(usable_fraction=0.0), dict(usable_fraction=1.5)):
     with pytest.raises(ValueError):
-      plan_math.fit_verdict(1, **{"hbm_bytes": 10, **bad})
+      costs.fit_verdict(1, **{"hbm_bytes": 10, **bad})
 
 
-SHAPE = plan_math.Shape(body_params=100, head_params=10, layers=2, heads=3, head_dim=4, kv_heads=1, param_bytes=1000)
+SHAPE = costs.Shape(body_params=100, head_params=10, layers=2, heads=3, head_dim=4, kv_heads=1, param_bytes=1000)
 
 
 def test_forward_flops_and_causal_keys():
   # 2*100*2*5 + 2*10*2*1 + 4*2*5*5*3*4*2 = 2000 + 40 + 4800
-  assert plan_math.forward_flops(SHAPE, rows=2, tokens=5, keys=5, head_tokens=1) == 6840
-  assert plan_math.causal_keys(5) == 3.0  # (1 + 2 + 3 + 4 + 5) / 5
-  assert plan_math.causal_keys(4, offset=10) == 12.5  # queries see 11..14 keys
-  s = plan_math.Shape(
+  assert costs.forward_flops(SHAPE, rows=2, tokens=5, keys=5, head_tokens=1) == 6840
+  assert costs.causal_keys(5) == 3.0  # (1 + 2 + 3 + 4 + 5) / 5
+  assert costs.causal_keys(4, offset=10) == 12.5  # queries see 11..14 keys
+  s = costs.Shape(
     body_params=1, head_params=40, layers=3, heads=4, head_dim=8, kv_heads=2, param_bytes=1, hidden=10, dtype_bytes=2
   )
   assert s.vocab == 4 and s.kv_bytes_per_token == 2 * 3 * 2 * 8 * 2
@@ -331,32 +331,32 @@ def test_forward_flops_and_causal_keys():
 
 
 def test_advice_ranking():
-  ranked = plan_math.rank_advice({"temporaries": 50, "optimizer": 30, "parameters": 15, "pools": 0.5})
+  ranked = costs.rank_advice({"temporaries": 50, "optimizer": 30, "parameters": 15, "pools": 0.5})
   assert [a.component for a in ranked] == ["temporaries", "optimizer", "parameters"]  # pools < 1% left out
   assert "minibatches" in ranked[0].knob and "fsdp" in ranked[1].knob
-  assert plan_math.rank_advice({"references": 3, "optimizer_replicated": 7})[0].component == "optimizer_replicated"
+  assert costs.rank_advice({"references": 3, "optimizer_replicated": 7})[0].component == "optimizer_replicated"
   with pytest.raises(ValueError, match="unknown memory components"):
-    plan_math.rank_advice({"weights": 1})
+    costs.rank_advice({"weights": 1})
 
 
 def test_divisibility_warnings():
-  w = plan_math.divisibility_warnings({"env rows": 48, "agent rows": 512}, 32)
+  w = costs.divisibility_warnings({"env rows": 48, "agent rows": 512}, 32)
   assert len(w) == 1 and w[0].startswith("env rows = 48 does not divide by the 32")
 
 
 def test_extrapolate_along_layers():
   # memory 10 at 2 layers and 16 at 4 layers: 3 per layer, 4 fixed -> 28 layers: 4 + 3 * 28 = 88
-  assert plan_math.extrapolate(2, 10, 4, 16, 28) == 88
+  assert costs.extrapolate(2, 10, 4, 16, 28) == 88
   with pytest.raises(ValueError, match="two different points"):
-    plan_math.extrapolate(2, 10, 2, 16, 28)
+    costs.extrapolate(2, 10, 2, 16, 28)
 
 
-# ---- plan_analytic by hand -------------------------------------------------------------------------------------------
+# ---- planning.analytic by hand ---------------------------------------------------------------------------------------
 
-from genenv_jax.planning import analytic as pa  # noqa: E402
+from genenv_jax.planning import analytic  # noqa: E402
 
 # vocab 10, kv bytes per token 2 (K, V) x 2 layers x 2 kv heads x 2 dims x 2 bytes = 32
-A = plan_math.Shape(
+A = costs.Shape(
   body_params=1000,
   head_params=200,
   layers=2,
@@ -368,29 +368,41 @@ A = plan_math.Shape(
   intermediate=40,
   dtype_bytes=2,
 )
-M = pa.MeshShape(data=1, fsdp=4, tensor=2)
+M = analytic.MeshShape(data=1, fsdp=4, tensor=2)
 
 
 def test_remat_policy_and_attention_names():
-  assert pa.remat_policy(True) == "full" and pa.remat_policy(False) == "none" and pa.remat_policy(None) == "none"
-  assert pa.remat_policy("save_dots") == "save_dots"
+  assert (
+    analytic.remat_policy(True) == "full"
+    and analytic.remat_policy(False) == "none"
+    and analytic.remat_policy(None) == "none"
+  )
+  assert analytic.remat_policy("save_dots") == "save_dots"
   with pytest.raises(ValueError, match="unknown remat policy 'sometimes'"):
-    pa.remat_policy("sometimes")
-  assert not pa.memory_efficient("naive") and pa.memory_efficient("blockwise") and pa.memory_efficient("auto")
+    analytic.remat_policy("sometimes")
+  assert (
+    not analytic.memory_efficient("naive")
+    and analytic.memory_efficient("blockwise")
+    and analytic.memory_efficient("auto")
+  )
   with pytest.raises(ValueError, match="unknown attention implementation 'flash'"):
-    pa.memory_efficient("flash")
+    analytic.memory_efficient("flash")
   with pytest.raises(ValueError, match="mesh axis fsdp must be positive"):
-    pa.MeshShape(1, 0, 1)
+    analytic.MeshShape(1, 0, 1)
 
 
 def test_collective_volumes():
-  assert pa.gather_bytes(100, 4) == 75 and pa.all_reduce_bytes(100, 4) == 150 and pa.gather_bytes(100, 1) == 0
+  assert (
+    analytic.gather_bytes(100, 4) == 75
+    and analytic.all_reduce_bytes(100, 4) == 150
+    and analytic.gather_bytes(100, 1) == 0
+  )
 
 
 def test_train_collectives_by_hand():
   got = {
     c.name: (c.bytes, c.count)
-    for c in pa.train_collectives(A, M, rows=16, tokens=10, forwards=1, updates=2, remat="full")
+    for c in analytic.train_collectives(A, M, rows=16, tokens=10, forwards=1, updates=2, remat="full")
   }
   # weights per tensor shard 4000 / 2 = 2000; each gather moves 3/4 of them: 1500
   assert got["fsdp all-gather of each layer's weights, forward"] == (2 * 2 * 1500, 2 * 2 * 2)  # 2 updates x 2 fwd
@@ -400,27 +412,29 @@ def test_train_collectives_by_hand():
   # (reference forward, forward, backward, remat recompute)
   assert got["tensor all-reduces of the activations (2 per layer per pass)"] == (16 * 1600, 16)
   assert len(got) == 4
-  got = {c.name: (c.bytes, c.count) for c in pa.train_collectives(A, pa.MeshShape(2, 4, 2), 16, 10, 1, 2, "none")}
+  got = {
+    c.name: (c.bytes, c.count) for c in analytic.train_collectives(A, analytic.MeshShape(2, 4, 2), 16, 10, 1, 2, "none")
+  }
   assert got["gradient all-reduce over data"] == (2 * 500, 4)  # 2 x (2000/4) x 1/2 per update
   assert got["tensor all-reduces of the activations (2 per layer per pass)"] == (12 * 800, 12)
-  assert [c.name for c in pa.train_collectives(A, pa.MeshShape(1, 1, 1), 16, 10, 1, 2, "full")] == []
+  assert [c.name for c in analytic.train_collectives(A, analytic.MeshShape(1, 1, 1), 16, 10, 1, 2, "full")] == []
 
 
 def test_train_cost_flops_by_hand():
   # tokens 5, causal mean keys 3. model fwd = 2*1000*2*5 + 2*200*2*3 + 4*2*5*3*4*2*2 = 20000 + 2400 + 1920
-  c = pa.train_cost("t", A, M, rows=2, prompt=2, response=3, forwards=1, updates=1, remat="full", efficient=False)
+  c = analytic.train_cost("t", A, M, rows=2, prompt=2, response=3, forwards=1, updates=1, remat="full", efficient=False)
   assert c.model_flops == 4 * 24320
   # naive scores all 5 keys: attention 3200, fwd 25600; remat recomputes the layers (not the head): 20000 + 3200
   assert c.recompute == {"remat (layer forward again)": 23200, "masked attention (causal half scored)": 4 * 1280}
   assert c.flops == 4 * 24320 + 23200 + 5120 and c.kind == "train" and c.hbm_bytes == 0
-  c = pa.train_cost("t", A, M, 2, 2, 3, forwards=1, updates=1, remat="save_dots", efficient=True, logprob_chunk=2)
+  c = analytic.train_cost("t", A, M, 2, 2, 3, forwards=1, updates=1, remat="save_dots", efficient=True, logprob_chunk=2)
   # flash backward recomputes QK^T (2*2*5*3*4*2*2); chunked log-probs recompute the head (2*200*2*3)
   assert c.recompute == {"flash backward (QKᵀ again)": 960, "chunked log-probs (LM head again)": 2400}
   assert c.flops == 4 * 24320 + 3360
 
 
 def test_sampling_costs_by_hand():
-  pf, dec = pa.sampling_costs("s", A, M, rows=8, prompt=4, new=2, efficient=True)
+  pf, dec = analytic.sampling_costs("s", A, M, rows=8, prompt=4, new=2, efficient=True)
   # cache bytes per slot on a chip: 8/4 rows x 32 / 2 (kv heads over tensor) = 32; decode keys 5 and 6: mean 5.5
   assert pf.hbm_bytes == 2000 + 4 * 32 and dec.hbm_bytes == 2 * (2000 + 5.5 * 32)
   assert dec.model_flops == dec.flops == 2 * (2 * 1000 * 8 + 2 * 200 * 8 + 4 * 8 * 5.5 * 4 * 2 * 2)
@@ -429,26 +443,28 @@ def test_sampling_costs_by_hand():
     "tensor all-reduces of the activations (2 per layer per pass)": (4 * 320, 4),
   }
   assert [(c.bytes, c.count) for c in dec.collectives] == [(8 * 80, 8)]
-  _, naive = pa.sampling_costs("s", A, M, 8, 4, 2, efficient=False)
+  _, naive = analytic.sampling_costs("s", A, M, 8, 4, 2, efficient=False)
   assert naive.hbm_bytes == 2 * (2000 + 6 * 32) and naive.model_flops == dec.model_flops
   assert naive.flops == 2 * (2 * 1000 * 8 + 2 * 200 * 8 + 4 * 8 * 6 * 4 * 2 * 2)
 
 
 def test_timed_serial_overlapped_mfu():
-  chip = plan_math.Chip("t", peak_flops=1e12, hbm_bytes=GIB, hbm_bandwidth=1e9, ici_bandwidth=1e9, source="")
-  cost = pa.Cost("p", "train", model_flops=6e12, flops=8e12, hbm_bytes=1e9, collectives=(pa.Collective("x", 2e9, 1),))
-  t = pa.timed(cost, devices=2, chip=chip)  # compute 4 s, HBM 1 s, ICI 2 s
+  chip = costs.Chip("t", peak_flops=1e12, hbm_bytes=GIB, hbm_bandwidth=1e9, ici_bandwidth=1e9, source="")
+  cost = analytic.Cost(
+    "p", "train", model_flops=6e12, flops=8e12, hbm_bytes=1e9, collectives=(analytic.Collective("x", 2e9, 1),)
+  )
+  t = analytic.timed(cost, devices=2, chip=chip)  # compute 4 s, HBM 1 s, ICI 2 s
   assert (t.compute_s, t.hbm_s, t.ici_s, t.serial_s, t.overlapped_s) == (4.0, 1.0, 2.0, 6.0, 4.0)
   assert t.mfu_serial == pytest.approx(0.5) and t.mfu_overlapped == pytest.approx(0.75) and t.bound == "compute"
   assert t.hbm_utilisation == pytest.approx(1 / 6) and t.recompute_overhead == pytest.approx(1 / 3)
-  both = pa.combined("c", [t, t], 2, chip)
+  both = analytic.combined("c", [t, t], 2, chip)
   assert both["serial_s"] == 12.0 and both["mfu_serial"] == pytest.approx(0.5)
   with pytest.raises(ValueError, match="devices must be positive"):
-    pa.timed(cost, 0, chip)
+    analytic.timed(cost, 0, chip)
 
 
 def test_memory_breakdown_by_hand():
-  m = pa.train_memory(A, M, rows=8, prompt=6, response=4, remat="full", efficient=False)
+  m = analytic.train_memory(A, M, rows=8, prompt=6, response=4, remat="full", efficient=False)
   # 2 rows per chip, 10 tokens; one layer: 5*20 + (8+4)*2/2 + 3*40/2 = 172 elements per token
   assert m == {
     "checkpoints": 2 * 2 * 10 * 20 * 2,
@@ -458,20 +474,22 @@ def test_memory_breakdown_by_hand():
     "gradients": 500,
     "weights": 2 * 500 * 2 / 2,
   }
-  eff = pa.train_memory(A, M, 8, 6, 4, remat="save_dots", efficient=True, logprob_chunk=2)
+  eff = analytic.train_memory(A, M, 8, 6, 4, remat="save_dots", efficient=True, logprob_chunk=2)
   assert eff["checkpoints"] == 2 * 2 * 10 * (20 + 8 + 40 + 40) * 2  # input + q,k,v + o, down + gate, up
   assert eff["attention"] == 2 * 2 * (100 * 4 * 4 + 10 * 8) and eff["logits"] == 3 * 2 * 2 * 5 * 4
-  s = pa.sampling_memory(A, M, rows=8, prompt=4, new=2, efficient=False, prefill_rows=4)
+  s = analytic.sampling_memory(A, M, rows=8, prompt=4, new=2, efficient=False, prefill_rows=4)
   # one row per chip in flight: one layer 4 x 172 x 2, naive scores 2 heads x 4 x 4 x 4 x 2, logits 10/2 x 4
   assert s == {"kv_cache": 2 * 6 * 32 / 2, "weights": 2000, "prefill": 1376 + 256 + 20}
-  assert pa.sampling_memory(A, M, 8, 4, 2, efficient=False)["prefill"] == 2 * (1376 + 256 + 20)
-  assert pa.state_memory((A, A), M) == {"parameters": 1000, "references": 1000, "optimizer": 2000}
+  assert analytic.sampling_memory(A, M, 8, 4, 2, efficient=False)["prefill"] == 2 * (1376 + 256 + 20)
+  assert analytic.state_memory((A, A), M) == {"parameters": 1000, "references": 1000, "optimizer": 2000}
 
 
 def test_analyse_assembles_phases_and_peak():
-  chip = plan_math.chip("v5p")
-  w = pa.Workload(env_rows=8, agent_rows=16, minibatches=2, agent_prompt=4, agent_answer=2, env_prompt=4, env_output=2)
-  a = pa.analyse(w, A, A, M, chip, agent_remat=True, env_remat="none", attention="blockwise")
+  chip = costs.chip("v5p")
+  w = analytic.Workload(
+    env_rows=8, agent_rows=16, minibatches=2, agent_prompt=4, agent_answer=2, env_prompt=4, env_output=2
+  )
+  a = analytic.analyse(w, A, A, M, chip, agent_remat=True, env_remat="none", attention="blockwise")
   assert [t.cost.name for t in a.phases] == [
     "env prefill",
     "env decode",
@@ -486,8 +504,10 @@ def test_analyse_assembles_phases_and_peak():
   assert a.step_serial_s == pytest.approx(sum(t.serial_s for t in a.phases))
   train = [t for t in a.phases if t.cost.kind == "train"]
   assert a.training["serial_s"] == pytest.approx(sum(t.serial_s for t in train))
-  assert a.memory["agent update"] == pa.train_memory(A, M, 8, 4, 2, "full", True)
-  grpo = pa.analyse(dataclasses.replace(w, env_rows=0), A, A, M, chip, agent_remat="full", env_remat="full")
+  assert a.memory["agent update"] == analytic.train_memory(A, M, 8, 4, 2, "full", True)
+  grpo = analytic.analyse(dataclasses.replace(w, env_rows=0), A, A, M, chip, agent_remat="full", env_remat="full")
   assert [t.cost.name for t in grpo.phases] == ["agent prefill", "agent decode", "agent update"]
   with pytest.raises(ValueError, match="must be a positive multiple of the mini-batches"):
-    pa.Workload(env_rows=8, agent_rows=10, minibatches=4, agent_prompt=4, agent_answer=2, env_prompt=4, env_output=2)
+    analytic.Workload(
+      env_rows=8, agent_rows=10, minibatches=4, agent_prompt=4, agent_answer=2, env_prompt=4, env_output=2
+    )

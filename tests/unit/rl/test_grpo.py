@@ -1,6 +1,7 @@
 """Tests for genenv_jax.rl.grpo against hand-computed values (arithmetic in the comments)."""
 
 import functools
+import inspect
 import math
 
 import jax
@@ -344,7 +345,14 @@ def test_everything_jits():
   np.testing.assert_allclose(traced, grpo.grpo_loss(logp, logp_old, logp_ref, adv, mask, kl_coef=0.1)[0], rtol=1e-5)
 
 
-def test_defaults_documented():
-  assert grpo.DEFAULTS["num_generations"] == 8 and grpo.DEFAULTS["kl_coef"] == 0.001
-  assert grpo.DEFAULTS["kl_estimator"] == "k3" and grpo.DEFAULTS["loss_agg_mode"] == "token-mean"
-  assert grpo.DEFAULTS["clip_low"] == grpo.DEFAULTS["clip_high"] == 0.2 and grpo.DEFAULTS["learning_rate"] == 1e-6
+def test_official_defaults():
+  """The GenEnv official agent defaults (the module docstring) are the loss's and the settings tree's defaults."""
+  from genenv_jax.coevolution.settings import GrpoSettings, OptimizerSettings
+
+  official = (8, 0.2, 0.2, 0.001, "k3", "token-mean")  # G, clip low / high, KL coefficient, estimator, aggregation
+  s = GrpoSettings()
+  assert (s.group_size, s.clip_low, s.clip_high, s.kl_coef, s.kl_estimator, s.loss_agg) == official
+  assert OptimizerSettings().lr == 1e-6
+  loss = inspect.signature(grpo.grpo_loss).parameters
+  keys = ("clip_low", "clip_high", "kl_coef", "kl_estimator", "loss_agg_mode")
+  assert tuple(loss[k].default for k in keys) == official[1:]

@@ -9,7 +9,7 @@ from flax import nnx
 from genenv_jax.models.config import ModelConfig
 from genenv_jax.models.transformer import Transformer
 from genenv_jax.rl.logprobs import chunked_token_logprobs, policy_temperature, response_logprobs, scored_policy
-from genenv_jax.sampling import sampler as sampling
+from genenv_jax.sampling import sampler
 
 VOCAB = 37
 
@@ -143,9 +143,9 @@ def test_unchanged_policy_has_ratio_one_at_the_sampling_temperature(temperature)
   """The sampler's log-probs (the old policy) and response_logprobs (current / reference) are one definition."""
   model = _model(seed=2)
   ids, mask = _prompts()
-  params = sampling.SamplingParams(max_new_tokens=12, temperature=temperature)
+  params = sampler.SamplingParams(max_new_tokens=12, temperature=temperature)
   graphdef, state = nnx.split(model)
-  out = jax.jit(lambda s, k: sampling.sample(nnx.merge(graphdef, s), ids, mask, k, params))(state, jax.random.key(3))
+  out = jax.jit(lambda s, k: sampler.sample(nnx.merge(graphdef, s), ids, mask, k, params))(state, jax.random.key(3))
   logp, _ = response_logprobs(model, ids, mask, out.tokens, out.mask, temperature=temperature, chunk_size=5)
   m = np.asarray(out.mask).astype(bool)
   ratio = np.exp(np.asarray(logp) - np.asarray(out.logprobs))[m]
@@ -158,7 +158,7 @@ def test_unchanged_policy_has_ratio_one_at_the_sampling_temperature(temperature)
 def _filtered_logprobs(logits, params):
   """log π of every id by direct computation in float64: z / T, top-k keeping the ties of the k-th value, then the
   smallest prefix by decreasing z with mass >= top_p (and its ties), renormalised over the kept set; -inf outside."""
-  z = np.asarray(logits, np.float64) / sampling.policy_temperature(params.temperature)
+  z = np.asarray(logits, np.float64) / sampler.policy_temperature(params.temperature)
   out = np.full(z.shape, -np.inf)
   for idx in np.ndindex(z.shape[:-1]):
     row = z[idx]
@@ -182,9 +182,9 @@ def test_top_k_top_p_on_policy_update_has_ratio_one(top_k, top_p):
 
   model = _model(seed=2)
   ids, mask = _prompts()
-  params = sampling.SamplingParams(max_new_tokens=12, temperature=0.8, top_k=top_k, top_p=top_p)
+  params = sampler.SamplingParams(max_new_tokens=12, temperature=0.8, top_k=top_k, top_p=top_p)
   graphdef, state = nnx.split(model)
-  out = jax.jit(lambda s, k: sampling.sample(nnx.merge(graphdef, s), ids, mask, k, params))(state, jax.random.key(3))
+  out = jax.jit(lambda s, k: sampler.sample(nnx.merge(graphdef, s), ids, mask, k, params))(state, jax.random.key(3))
   m = np.asarray(out.mask).astype(bool)
   logits, _ = model(jnp.concatenate([ids, out.tokens], 1), jnp.concatenate([mask, out.mask], 1))
   direct = _filtered_logprobs(logits[:, ids.shape[1] - 1 : -1], params)
@@ -210,10 +210,10 @@ def test_top_k_top_p_on_policy_update_has_ratio_one(top_k, top_p):
 
 
 def test_scored_policy_takes_the_sampling_settings_once():
-  params = sampling.SamplingParams(max_new_tokens=4, temperature=0.7, top_k=5)
+  params = sampler.SamplingParams(max_new_tokens=4, temperature=0.7, top_k=5)
   assert scored_policy(params) is params
-  assert scored_policy(None, 0.7, 10) == sampling.SamplingParams(max_new_tokens=1, temperature=0.7, vocab_limit=10)
+  assert scored_policy(None, 0.7, 10) == sampler.SamplingParams(max_new_tokens=1, temperature=0.7, vocab_limit=10)
   with pytest.raises(ValueError, match="pass the sampling settings once"):
     scored_policy(params, temperature=0.7)
-  with pytest.raises(TypeError, match="policy must be a sampling.SamplingParams"):
+  with pytest.raises(TypeError, match="policy must be a sampling.sampler.SamplingParams"):
     scored_policy({"temperature": 0.7})

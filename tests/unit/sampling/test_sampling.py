@@ -114,14 +114,14 @@ def test_top_k_one_equals_greedy(tiny):
 
 
 def test_prompt_lengths_in_one_bucket_share_a_compilation(tiny):
-  from genenv_jax.sampling import sampler as sampling
+  from genenv_jax.sampling import sampler
 
   _, model = tiny
-  before = sampling._prefill_jit._cache_size()
+  before = sampler._prefill_jit._cache_size()
   for length in (5, 9, 13):
     ids, mask = prompts(length=length)
     gj.generate(model, ids, mask, max_new_tokens=4, temperature=0.0, buckets=(16,))
-  assert sampling._prefill_jit._cache_size() - before <= 1
+  assert sampler._prefill_jit._cache_size() - before <= 1
 
 
 def test_over_long_prompt_is_rejected_clearly(tiny):

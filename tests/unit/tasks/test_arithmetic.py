@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from coevolution_configs import arithmetic_domain
 
-from genenv_jax.tasks.arithmetic import host as arithmetic_host
+from genenv_jax.tasks.arithmetic import host
 from genenv_jax.tasks.arithmetic.domain import ArithmeticDomain
 from genenv_jax.tasks.base import TaskBatch
 
@@ -44,11 +44,11 @@ def encode(domain: ArithmeticDomain, texts: list[str], width: int, eos: bool = T
   return ids, mask
 
 
-def assert_same_tasks(tasks: TaskBatch, host: dict[str, np.ndarray]) -> None:
+def assert_same_tasks(tasks: TaskBatch, expected: dict[str, np.ndarray]) -> None:
   for name in FIELDS:
     got = np.asarray(getattr(tasks, name))
-    assert got.dtype == host[name].dtype, name
-    np.testing.assert_array_equal(got, host[name], err_msg=name)
+    assert got.dtype == expected[name].dtype, name
+    np.testing.assert_array_equal(got, expected[name], err_msg=name)
 
 
 # (expression, valid, value, difficulty); difficulty = operators + (longest number's digits - 1) + (1 if '*').
@@ -290,9 +290,9 @@ def test_constructor_errors(domain):
 
 
 def test_host_difficulty_definition():
-  expr = arithmetic_host.evaluate_text("12+7*3-5", max_operands=4, max_digits=3, bound=10**6)
+  expr = host.evaluate_text("12+7*3-5", max_operands=4, max_digits=3, bound=10**6)
   assert expr is not None and expr.value == 28
-  assert arithmetic_host.difficulty_of(expr) == 3 + 1 + 1
+  assert host.difficulty_of(expr) == 3 + 1 + 1
 
 
 # ---- the demo's knobs: operator subset, operand range, seed level weights, automatic lengths ------------------------

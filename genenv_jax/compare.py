@@ -167,7 +167,7 @@ def paired_gap(
   }
 
 
-ORDER = ("coevolve", "random", "static")  # GenEnv's claim: each beats the next (DESIGN.md, the ablations)
+ORDER = ("coevolve", "random", "static")  # GenEnv's claim: each beats the next (docs/DESIGN.md, "The method")
 
 
 def ordering(runs: dict[str, dict[int, dict[str, Any]]], n_boot: int = 2000) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """Where a co-evolution step's time goes: each phase of `Coevolution` jitted alone, the whole step, and PyTorch.
 
-The phases are the same pure functions the step calls (coevolution.py), each jitted on its own with the state's
+The phases are the same pure functions the step calls (coevolution/step.py), each jitted on its own with the state's
 shardings, on inputs made by running the earlier phases once on a (warm-started) state:
   env sampling      generate_tasks (env prompts, prefill + decode, parse)
   agent sampling    rollouts minus verification (G copies of each task, prefill + decode)
@@ -117,7 +117,7 @@ def load_config(config: str, warm_start: float = 1.0, tiny: bool = False):
 # ---- timing ---------------------------------------------------------------------------------------------------------
 
 
-# --fast_compile: XLA's cheap CPU pipeline (about 3x faster to compile, slower code); for smoke tests only.
+# --fast_compile: XLA's cheap CPU pipeline (faster to compile, slower code); for smoke tests only.
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
@@ -200,7 +200,7 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
   from genenv_jax.coevolution.step import task_batch
   from genenv_jax.parallel.sharding import constrain
   from genenv_jax.rl import curriculum
-  from genenv_jax.sampling import sampler as sampling
+  from genenv_jax.sampling import sampler
 
   co, sh, s = run.coevolution, run.state_shardings, run.coevolution.settings
   results: dict[str, dict[str, Any]] = {}
@@ -232,7 +232,7 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
   def agent_sampling(params, tasks, key):  # rollouts() without the verification
     grouped = jax.tree.map(lambda t: jnp.repeat(t, s.agent.grpo.group_size, axis=0), tasks)
     prompts = constrain(grouped.prompt_ids, ("batch", "length"))
-    return sampling.sample(nnx.merge(co.agent_graphdef, params), prompts, grouped.prompt_mask, key, s.agent.sampling)
+    return sampler.sample(nnx.merge(co.agent_graphdef, params), prompts, grouped.prompt_mask, key, s.agent.sampling)
 
   bench("agent_sampling", agent_sampling, task_args, task_shardings)
   grouped, out, rewards = bench("rollouts", co.rollouts, task_args, task_shardings)
@@ -386,7 +386,8 @@ def torch_reference(
 
 def compile_whole_step(run, state, options: dict | None = None) -> tuple[dict[str, Any], Callable[[], Any]]:
   """jit_step lowered and compiled (timed) and called once; its call runs on a copy of the state, donated and fed
-  back as train.py does (so the phases keep their inputs). Tokens generated per call are recorded in the figures."""
+  back as the training loop does (so the phases keep their inputs). Tokens generated per call are recorded in the
+  figures."""
   import jax
   import jax.numpy as jnp
 

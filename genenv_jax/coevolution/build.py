@@ -74,8 +74,8 @@ def check_pool_capacities(pool_settings: PoolSettings, num_seed_tasks: int) -> N
 def optimizer_state_shardings(optimizer: optax.GradientTransformation, params: Any, mesh: Mesh) -> Any:
   """Shardings of `optimizer.init(params)`: each parameter-shaped leaf (AdamW's moments) takes its parameter's
   sharding, everything else (step counts) is replicated. `params` leaves carry `.sharding` (arrays or
-  ShapeDtypeStructs). Left to XLA, a jitted `optimizer.init` replicates the moments on every device: 56.7 GiB per
-  chip for a 7B agent + env (genenv_jax.plan), instead of 1/fsdp of it.
+  ShapeDtypeStructs). Left to XLA, a jitted `optimizer.init` replicates the moments on every device (for a 7B agent
+  + env, more than a chip holds: genenv_jax.plan), instead of 1/fsdp of it.
   """
   shapes = jax.eval_shape(optimizer.init, params)
   return optax.tree_map_params(

@@ -272,7 +272,7 @@ class EnvSettings(Section):
   """The env simulator: whether and how it trains, its sampling, the curriculum it is trained toward.
 
   kl_coef 0.001: KL(π_env ‖ π_env,init) on its task tokens, weak so that the env keeps pace with the agent (DESIGN.md,
-  "The env can lag the agent"); max_kl 0.05 nats/token per update, scaled (rl.curriculum.kl_cap_scale), guards its
+  "The method"); max_kl 0.05 nats/token per update, scaled (rl.curriculum.kl_cap_scale), guards its
   stability instead."""
 
   train: bool = setting(True, boolean, "true or false (false: GenEnv-Random, the env samples but never learns)")

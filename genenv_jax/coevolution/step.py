@@ -29,7 +29,7 @@ from genenv_jax.parallel.sharding import constrain
 from genenv_jax.rl import curriculum, grpo, pools
 from genenv_jax.rl.logprobs import response_logprobs
 from genenv_jax.rl.updates import gradient_step, minibatch_updates
-from genenv_jax.sampling import sampler as sampling
+from genenv_jax.sampling import sampler
 from genenv_jax.tasks.base import Domain, TaskBatch
 
 if TYPE_CHECKING:  # the settings import this module's choice lists
@@ -69,7 +69,7 @@ def _repeat(tree: Any, times: int) -> Any:
 def _concat(a: TaskBatch, b: TaskBatch) -> TaskBatch:
   """The fresh tasks, then the replayed ones. (A shard-by-shard layout would move no rows between devices, where this
   moves half of each shard's, a few kB of task ids per step; its executable deadlocked XLA:CPU's collectives when read
-  back from the persistent compilation cache, jax 0.10.2, so it is not used: README, Planning.)"""
+  back from the persistent compilation cache, jax 0.10.2, so it is not used: README, "Planning".)"""
   return jax.tree.map(lambda x, y: jnp.concatenate([x, y], axis=0), a, b)
 
 
@@ -177,7 +177,7 @@ class Coevolution:
     prompt_ids, prompt_mask = self.domain.env_prompt(seeds, {"p_hat": p_hat})
     prompt_ids, prompt_mask = _repeat((prompt_ids, prompt_mask), s.env.samples_per_seed)
     prompt_ids = constrain(prompt_ids, ("batch", "length"))
-    out = sampling.sample(nnx.merge(self.env_graphdef, env_params), prompt_ids, prompt_mask, key, s.env.sampling)
+    out = sampler.sample(nnx.merge(self.env_graphdef, env_params), prompt_ids, prompt_mask, key, s.env.sampling)
     tasks = self.domain.parse_env_output(out.tokens, out.mask)
     return (prompt_ids, prompt_mask), out, tasks
 
@@ -186,7 +186,7 @@ class Coevolution:
     s = self.settings
     grouped = _repeat(tasks, s.agent.grpo.group_size)
     prompts = constrain(grouped.prompt_ids, ("batch", "length"))
-    out = sampling.sample(
+    out = sampler.sample(
       nnx.merge(self.agent_graphdef, agent_params), prompts, grouped.prompt_mask, key, s.agent.sampling
     )
     rewards = self.domain.verify(grouped, out.tokens, out.mask)
@@ -197,7 +197,7 @@ class Coevolution:
     self,
     graphdef: nnx.GraphDef,
     params: nnx.State,
-    sampling_params: sampling.SamplingParams,
+    sampling_params: sampler.SamplingParams,
     chunk_size: int,
     prompt_ids,
     prompt_mask,
@@ -224,7 +224,7 @@ class Coevolution:
     agent_opt,
     agent_ref,
     grouped: TaskBatch,
-    out: sampling.SampleOutput,
+    out: sampler.SampleOutput,
     rewards: jax.Array,
     valid: jax.Array,
   ):
@@ -307,7 +307,7 @@ class Coevolution:
     env_opt,
     env_ref,
     env_prompts,
-    env_out: sampling.SampleOutput,
+    env_out: sampler.SampleOutput,
     cur: dict[str, jax.Array],
     valid: jax.Array,
   ):
@@ -544,7 +544,7 @@ class Coevolution:
   def heldout_rewards(self, agent_params: nnx.State, tasks: TaskBatch) -> jax.Array:
     """Greedy R_agent [N] on a fixed task set (held-out evaluation)."""
     params = dataclasses.replace(self.settings.agent.sampling, temperature=0.0)
-    out = sampling.sample(
+    out = sampler.sample(
       nnx.merge(self.agent_graphdef, agent_params), tasks.prompt_ids, tasks.prompt_mask, jax.random.key(0), params
     )
     return jnp.where(tasks.valid, self.domain.verify(tasks, out.tokens, out.mask), 0.0)

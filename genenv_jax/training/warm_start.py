@@ -31,9 +31,9 @@ def nearby_difficulty_partners(
   later be taught (by RWR) to restate the seeds that sit in the α band.
 
   By default j is drawn uniformly over all such tasks, so where the seeds are not spread evenly over levels the
-  partner leans toward the more numerous one: on the demo's seeds (level k weighted 0.6**k) partners are 0.25-0.37
-  levels easier on average at levels 3-10, and an env warm-started on them writes tasks 0.2-1.0 levels below its seed
-  at levels 3-7 (`scripts/env_tracking`; docs/EXPERIMENTS.md, "What the default shows"). With `level_first`, a
+  partner leans toward the more numerous one: on the demo's seeds (level k weighted 0.6**k) partners are easier than
+  their seed on average, and so are the tasks an env warm-started on them writes (`scripts/env_tracking`;
+  docs/EXPERIMENTS.md, "What the default shows"). With `level_first`, a
   level is drawn uniformly among the three that hold such a task, then a task uniformly within it: the partner's
   difficulty is unbiased."""
   partners = np.arange(len(difficulty))
@@ -102,11 +102,11 @@ def sft_batches(
   The env's prompt shows its seed's success rate p̂. Seeds have none, so each prompt shows "unknown"; with
   env_p_hats="all" every pair appears once more per value a G-rollout p̂ takes (`env_p_hat_values`), its prompt showing
   that p̂ and (but for "rate_directed") its target unchanged, so that the env learns to write the same well-formed tasks
-  whatever p̂ its prompt shows. Generated tasks in D_env prompt the env with their measured p̂: a BFCL env warm-started
-  on "unknown" alone wrote 0 valid tasks of 16 from such prompts, and 16 of 16 from the same prompts with p̂ shown as
-  unknown (`scripts/env_validity`; docs/EXPERIMENTS.md, "The text domains on a CPU"). Distinct targets per copy made the
-  mapping depend on the p̂ text: that warm start's loss was 0.52 nats/token after 225 of 300 steps, against 0.033 with
-  "unknown" alone."""
+  whatever p̂ its prompt shows. Generated tasks in D_env prompt the env with their measured p̂, which an env warm-started
+  on "unknown" alone had never seen: it wrote no valid task from such prompts (`scripts/env_validity`;
+  docs/EXPERIMENTS.md, "The text domains on a CPU"). The target stays the same in every copy: distinct targets per
+  copy made the mapping depend on the p̂ text, and that warm start's loss stayed far above the plain one's (same
+  section)."""
   seeds = domain.seed_tasks()
   if which == "agent":
     return {

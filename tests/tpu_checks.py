@@ -2,6 +2,10 @@
 `python -c`): once libtpu has made compile-only TPU devices in a process, that process's later multi-device CPU
 computations abort (jax 0.10.2, libtpu 0.0.42.1), so these never run inside a pytest worker."""
 
+import os
+import pathlib
+import tempfile
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -115,7 +119,7 @@ def check_host_callbacks_with_outputs_of_mixed_rank_compile_for_tpu():
 def check_tiny_coevolution_step_compiles_for_a_v5p_8_through_plan():
   from coevolution_configs import tiny_config
 
-  from genenv_jax.planning import planner
+  from genenv_jax.planning import hlo, planner
 
   c = tiny_config()
   with c.unlocked():
@@ -123,7 +127,8 @@ def check_tiny_coevolution_step_compiles_for_a_v5p_8_through_plan():
     c.mesh.data, c.mesh.fsdp, c.mesh.tensor = 1, 4, 1
     for model in (c.agent.model, c.env.model):
       model.attention = "auto"
-  r = planner.plan(c, log=None, target="tpu")
+  hlo_path = os.path.join(tempfile.mkdtemp(), "step.hlo")
+  r = planner.plan(c, log=None, target="tpu", hlo_path=hlo_path)
   assert r["target"] == "tpu v5p:2x2x1" and r["config"]["devices"] == 4
   assert r["mosaic_kernels"] > 0  # splash in both models' prefill and training forward
   m = r["memory"]
@@ -132,6 +137,12 @@ def check_tiny_coevolution_step_compiles_for_a_v5p_8_through_plan():
   kinds = r["collectives"]
   assert kinds["all-gather"]["ops"] > 0  # fsdp gathers the weights
   assert kinds["all-reduce"]["ops"] + kinds["reduce-scatter"]["ops"] > 0  # and reduces the gradients
+  # fresh and replayed tasks join shard by shard (Coevolution.task_shards), and split so: the step moves no task rows
+  # between chips, where a concatenate, and the slices taking it apart, were collective-permutes from step.py
+  rows = hlo.by_source(hlo.analyse(pathlib.Path(hlo_path).read_text()))
+  assert any(source.startswith("coevolution/step.py") for _, source, _, _ in rows)  # its collectives are placed
+  moved = [r for r in rows if r[0] == "collective-permute" and r[1].startswith("coevolution/step.py")]
+  assert not moved, moved
 
 
 def check_compile_only_devices_one_per_chip():

@@ -25,7 +25,14 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
-from genenv_jax.parallel.sharding import constrain
+from genenv_jax.parallel.sharding import (
+  batch_shards_in_context,
+  constrain,
+  interleave_rows,
+  interleaved_position,
+  split_rows,
+)
+from genenv_jax.parallel.target import target_platform
 from genenv_jax.rl import curriculum, grpo, pools
 from genenv_jax.rl.logprobs import response_logprobs
 from genenv_jax.rl.updates import gradient_step, minibatch_updates
@@ -64,13 +71,6 @@ NUM_LOGGED_EXAMPLES = 4  # tasks (with their first rollout) that the step return
 
 def _repeat(tree: Any, times: int) -> Any:
   return jax.tree.map(lambda x: jnp.repeat(x, times, axis=0), tree)
-
-
-def _concat(a: TaskBatch, b: TaskBatch) -> TaskBatch:
-  """The fresh tasks, then the replayed ones. (A shard-by-shard layout would move no rows between devices, where this
-  moves half of each shard's, a few kB of task ids per step; its executable deadlocked XLA:CPU's collectives when read
-  back from the persistent compilation cache, jax 0.10.2, so it is not used: README, "Planning".)"""
-  return jax.tree.map(lambda x, y: jnp.concatenate([x, y], axis=0), a, b)
 
 
 def task_batch(rows: dict[str, jax.Array]) -> TaskBatch:
@@ -376,6 +376,18 @@ class Coevolution:
 
   # ---- the step ------------------------------------------------------------------------------------------------
 
+  def task_shards(self) -> int:
+    """How many shards the step's task batch (fresh tasks, then replayed ones) is laid out in, shard by shard
+    (sharding.interleave_rows): the batch shards of the mesh in context, so that no device's rows move when the two
+    join. 1 (a plain concatenate, fresh tasks first) without both kinds of task, when a count does not divide, and
+    on an XLA:CPU target: there the shard-by-shard executable, read back from the persistent compilation cache on
+    8 devices, deadlocked XLA:CPU's collectives (jax 0.10.2; README, "Planning"), and on one host's memory the
+    concatenate's few kB cost nothing."""
+    s = self.settings
+    if not (s.num_fresh and s.pools.num_replay) or target_platform() == "cpu":
+      return 1
+    return batch_shards_in_context(s.num_fresh, s.pools.num_replay)
+
   def draw(self, state: CoevolutionState) -> dict[str, Any]:
     """The step's random draws, before its phases: the next rng `key`, the env's and the agent's sampling keys, the
     env's seed tasks from D_env (`seeds`, with `known` = a generated task whose p̂ is known, and `seed_valid` per env
@@ -396,10 +408,13 @@ class Coevolution:
 
   def examples(self, tasks: TaskBatch, p_hat, agent_out, rewards) -> tuple[dict[str, jax.Array], jax.Array, jax.Array]:
     """The text log's tasks, spread over p̂ (fresh and replayed alike), with their first rollout; and, for each,
-    whether it is a fresh task and its row among the fresh ones (the fresh tasks come first in the batch)."""
+    whether it is a fresh task and its row among the fresh ones (the batch is `task_shards` shards, shard by shard)."""
     s = self.settings
     pick = examples_across_p_hat(p_hat, tasks.valid, NUM_LOGGED_EXAMPLES)
-    picked_fresh, fresh_row = pick < s.num_fresh, jnp.minimum(pick, max(s.num_fresh - 1, 0))
+    if s.num_fresh and s.pools.num_replay:
+      picked_fresh, fresh_row = interleaved_position(pick, s.num_fresh, tasks.valid.shape[0], self.task_shards())
+    else:
+      picked_fresh, fresh_row = pick < s.num_fresh, jnp.minimum(pick, max(s.num_fresh - 1, 0))
     examples = {
       "examples/prompt_ids": tasks.prompt_ids[pick],
       "examples/spec": tasks.spec[pick],
@@ -437,7 +452,8 @@ class Coevolution:
     if s.pools.num_replay:
       replay_rows, replay_idx = drawn["replay"], drawn["replay_idx"]
       parts.append(task_batch(replay_rows))
-    tasks = parts[0] if len(parts) == 1 else _concat(*parts)
+    shards = self.task_shards()
+    tasks = parts[0] if len(parts) == 1 else jax.tree.map(lambda a, b: interleave_rows(a, b, shards), *parts)
 
     grouped, agent_out, rewards = self.rollouts(state.agent, tasks, drawn["k_agent"])
     cur = curriculum.curriculum_targets(rewards, tasks.valid, s.env.curriculum, s.domain.success_threshold)
@@ -461,7 +477,7 @@ class Coevolution:
     skipped_env = state.skipped_env
     if s.num_fresh:
       n = s.num_fresh
-      fresh_rewards = rewards[:n]
+      fresh_rewards = split_rows(rewards, n, shards)[0] if s.pools.num_replay else rewards
       fresh_cur = curriculum.curriculum_targets(
         fresh_rewards, fresh.valid, s.env.curriculum, s.domain.success_threshold
       )
@@ -495,7 +511,7 @@ class Coevolution:
         skipped_env = skipped_env + env_metrics["skipped"]
       train_pool, env_pool = self.admit_fresh(train_pool, env_pool, fresh, env_out, fresh_cur, state.step)
     if s.pools.num_replay:
-      replay_p_hat = cur["p_hat"][s.num_fresh :]
+      replay_p_hat = split_rows(cur["p_hat"], s.num_fresh, shards)[1] if s.num_fresh else cur["p_hat"]
       train_pool = pools.update_stats(
         train_pool, replay_idx, replay_p_hat, state.step, mask=replay_rows["valid"], order_ids=replay_rows["order"]
       )

@@ -18,6 +18,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
@@ -143,6 +144,50 @@ def gather_over_fsdp(state: Any) -> Any:
     return v.replace(jax.lax.with_sharding_constraint(v[...], spec))
 
   return jax.tree.map(one, state, is_leaf=_is_variable)
+
+
+def batch_shards_in_context(*rows: int) -> int:
+  """How many shards the batch splits into on the mesh in context (data x fsdp) when every one of `rows` divides by
+  that many, else 1 (such batches are replicated: logical_to_spec)."""
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty or not set(MESH_AXES) <= set(mesh.axis_names):
+    return 1
+  shards = math.prod(mesh.shape[a] for a in dict(DEFAULT_RULES)["batch"])
+  return shards if all(r % shards == 0 for r in rows) else 1
+
+
+def _per_shard(fn, *arrays: jax.Array, outputs: int = 1):
+  """`fn` on each device's own rows (batch over data x fsdp), with no collective: jax.shard_map over the mesh in
+  context."""
+  rows = PartitionSpec(dict(DEFAULT_RULES)["batch"])
+  out_specs = rows if outputs == 1 else (rows,) * outputs
+  return jax.shard_map(fn, in_specs=(rows,) * len(arrays), out_specs=out_specs, check_vma=False)(*arrays)
+
+
+def interleave_rows(a: jax.Array, b: jax.Array, shards: int) -> jax.Array:
+  """The rows of `a` and `b` in one batch laid out shard by shard: with `shards` batch shards (batch_shards_in_context),
+  shard i holds a's rows of shard i, then b's: [a_0, b_0, a_1, b_1, ...]. Each device joins the rows it already holds
+  (a per-shard concatenate, no collective), where a plain concatenate([a, b]) moves half of every shard's rows to
+  other devices. With one shard it is that concatenate. `split_rows` undoes it."""
+  if shards == 1:
+    return jnp.concatenate([a, b])
+  return _per_shard(lambda x, y: jnp.concatenate([x, y]), a, b)
+
+
+def split_rows(x: jax.Array, first: int, shards: int) -> tuple[jax.Array, jax.Array]:
+  """(a, b) of x = interleave_rows(a, b, shards), a having `first` rows."""
+  if shards == 1:
+    return x[:first], x[first:]
+  return _per_shard(lambda part: (part[: first // shards], part[first // shards :]), x, outputs=2)
+
+
+def interleaved_position(position: jax.Array, first: int, total: int, shards: int) -> tuple[jax.Array, jax.Array]:
+  """(is it one of a's rows, its row in a or b) for positions in interleave_rows(a, b, shards), a having `first` of
+  the `total` rows."""
+  per, per_a = total // shards, first // shards
+  shard, offset = position // per, position % per
+  in_a = offset < per_a
+  return in_a, jnp.where(in_a, shard * per_a + offset, shard * (per - per_a) + offset - per_a)
 
 
 def batch_sharding(mesh: Mesh, ndim: int) -> NamedSharding:

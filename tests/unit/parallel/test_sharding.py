@@ -1,6 +1,7 @@
 """The mesh and logical-axis rules, and sharded forward / sampling against one device (8 fake CPU devices)."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hf_models import make_hf_model, save_hf_model
@@ -92,3 +93,52 @@ def test_host_local_to_global_on_one_process():
   x = shd.host_local_to_global({"ids": np.arange(16).reshape(8, 2)}, mesh)["ids"]
   assert x.sharding.spec == PartitionSpec(("data", "fsdp"), None)
   np.testing.assert_array_equal(np.asarray(x), np.arange(16).reshape(8, 2))
+
+
+# ---- fresh and replayed rows in one batch, shard by shard ------------------------------------------------------------
+
+
+def _rows_mesh():
+  from genenv_jax.parallel.sharding import make_mesh
+
+  return make_mesh({"data": 2, "fsdp": 2, "tensor": 1}, devices=jax.devices()[:4])
+
+
+def test_interleave_rows_keeps_every_shards_rows_and_split_undoes_it():
+  from genenv_jax.parallel.sharding import batch_shards_in_context, interleave_rows, interleaved_position, split_rows
+
+  a, b = np.arange(8) * 10, np.arange(4) + 100
+  # one shard: a plain concatenate
+  np.testing.assert_array_equal(interleave_rows(jnp.asarray(a), jnp.asarray(b), 1), np.concatenate([a, b]))
+  assert batch_shards_in_context(8, 4) == 1  # no mesh in context
+  with jax.set_mesh(_rows_mesh()):  # 4 batch shards: shard i holds a's 2 rows, then b's 1
+    assert batch_shards_in_context(8, 4) == 4 and batch_shards_in_context(8, 6) == 1
+    joined = jax.jit(interleave_rows, static_argnums=2)(a, b, 4)
+    np.testing.assert_array_equal(joined, [0, 10, 100, 20, 30, 101, 40, 50, 102, 60, 70, 103])
+    back = jax.jit(split_rows, static_argnums=(1, 2))(joined, 8, 4)
+    np.testing.assert_array_equal(back[0], a)
+    np.testing.assert_array_equal(back[1], b)
+    is_a, row = jax.jit(interleaved_position, static_argnums=(1, 2, 3))(jnp.arange(12), 8, 12, 4)
+  np.testing.assert_array_equal(np.where(is_a, a[row], b[np.minimum(row, 3)]), joined)
+
+
+def test_interleave_rows_moves_no_rows_between_devices():
+  from jax.sharding import NamedSharding, PartitionSpec
+
+  from genenv_jax.parallel.sharding import interleave_rows, split_rows
+
+  mesh = _rows_mesh()
+  rows = NamedSharding(mesh, PartitionSpec(("data", "fsdp"), None))
+  a = jax.ShapeDtypeStruct((32, 16), jnp.int32, sharding=rows)
+  b = jax.ShapeDtypeStruct((16, 16), jnp.int32, sharding=rows)
+
+  def both(a, b):
+    joined = interleave_rows(a, b, 4)
+    return joined, split_rows(joined * 2, 32, 4)
+
+  with jax.set_mesh(mesh):
+    text = jax.jit(both).lower(a, b).compile().as_text()
+    plain = jax.jit(lambda a, b: jnp.concatenate([a, b])[8:40]).lower(a, b).compile().as_text()
+  kinds = ("collective-permute", "all-to-all", "all-gather", "all-reduce")
+  assert not any(f" {k}(" in text or f" {k}-start(" in text for k in kinds)
+  assert any(f" {k}(" in plain or f" {k}-start(" in plain for k in kinds)  # what a plain concatenate costs

@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 from coevolution_configs import tiny_config
-from conftest import PROJECT_ROOT
+from conftest import FAST_COMPILE_FLAGS, PROJECT_ROOT
 
 from genenv_jax import cli
 from genenv_jax.coevolution.build import build
@@ -109,7 +109,11 @@ def run_cli(workdir, *overrides, timeout=600, **popen):
     "--config.agent.grpo.group_size=4",
     *overrides,
   ]
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+  env = {
+    **os.environ,
+    "XLA_FLAGS": f"--xla_force_host_platform_device_count=2 {FAST_COMPILE_FLAGS}",
+    "JAX_PLATFORMS": "cpu",
+  }
   return subprocess.Popen(
     cmd, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen
   )

@@ -100,7 +100,7 @@ def test_a_real_run_then_a_resumed_sweep_skips_it(tmp_path):
     "-m",
     "genenv_jax.sweep",
     "--config=configs/default.py",
-    "--variants=smoke",
+    "--variants=smoke+tiny",
     "--seeds=3",
     f"--workdir={tmp_path}",
     "--report",
@@ -109,11 +109,11 @@ def test_a_real_run_then_a_resumed_sweep_skips_it(tmp_path):
   ]
   out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
   assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
-  assert "[1/1] smoke_s3 done" in out.stdout and "ETA" in out.stdout
-  summary = json.loads((tmp_path / "runs" / "smoke_s3" / "summary.json").read_text())
+  assert "[1/1] smoke+tiny_s3 done" in out.stdout and "ETA" in out.stdout
+  summary = json.loads((tmp_path / "runs" / "smoke+tiny_s3" / "summary.json").read_text())
   assert summary["config"]["seed"] == 3 and summary["final_step"] == 1
-  link = tmp_path / "tensorboard" / "smoke_s3"
+  link = tmp_path / "tensorboard" / "smoke+tiny_s3"
   assert link.is_symlink() and any(link.iterdir())  # the run's event files, through the link
-  assert (tmp_path / "report.md").exists() and "| smoke | 3 |" in (tmp_path / "report.md").read_text()
+  assert (tmp_path / "report.md").exists() and "| smoke+tiny | 3 |" in (tmp_path / "report.md").read_text()
   again = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
   assert again.returncode == 0 and "1 already finished, 0 to run" in again.stdout

@@ -5,10 +5,15 @@ The references below were produced by this test's `state_digest` on the code bef
 with the log-probs of issue 34's `sampler.policy_logprobs`, merged beside it: z_y - logsumexp(z) rounds differently
 from log_softmax, so the step after it differs from b8dc475's in the last bits; b8dc475 + that change and the settings
 tree + that change give the same digests), on one CPU device of the test session's eight (conftest: XLA:CPU's
-numerics depend on the host device count too). XLA's numerics differ across backends and CPU
-features, so the test runs on the CPU only."""
+numerics depend on the host device count too), with XLA's default CPU pipeline: the test runs them in a process of
+its own, without the test session's cheap-compile flags (conftest.FAST_COMPILE_FLAGS). XLA's numerics differ across
+backends and CPU features, so the test runs on the CPU only."""
 
 import hashlib
+import json
+import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -56,12 +61,33 @@ def state_digest(state) -> str:
   return h.hexdigest()
 
 
-@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the references are CPU numerics")
-@pytest.mark.parametrize("name", list(REFERENCE))
-def test_first_step_is_bit_identical_to_before_the_settings_tree(name):
+def digests_of(name: str) -> dict[str, str]:
+  """state_digest of the initial state and of the state after one jitted step, on one device."""
   run, state = build(config_of(name), devices=jax.devices()[:1])
   initial = state_digest(state)
   with jax.set_mesh(run.mesh):
     state, _ = run.coevolution.jit_step(run.state_shardings)(state)
-  digests = {"initial": initial, "after_one_step": state_digest(state)}
-  assert digests == REFERENCE[name]
+  return {"initial": initial, "after_one_step": state_digest(state)}
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the references are CPU numerics")
+def test_first_step_is_bit_identical_to_before_the_settings_tree():
+  from conftest import FAST_COMPILE_FLAGS, PROJECT_ROOT  # here: the subprocess imports this module, not conftest
+
+  env = dict(os.environ, PYTHONPATH=f"{PROJECT_ROOT}{os.pathsep}{PROJECT_ROOT / 'tests'}")
+  env["XLA_FLAGS"] = env["XLA_FLAGS"].replace(FAST_COMPILE_FLAGS, "").strip()  # the default pipeline's numerics
+  code = (
+    "import json, test_first_step_unchanged as t; "
+    "print('DIGESTS', json.dumps({name: t.digests_of(name) for name in t.REFERENCE}))"
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", code],
+    cwd=PROJECT_ROOT / "tests" / "unit" / "coevolution",
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  [line] = [x for x in proc.stdout.splitlines() if x.startswith("DIGESTS ")]
+  assert json.loads(line[len("DIGESTS ") :]) == REFERENCE

@@ -6,19 +6,37 @@ Thresholds come from 5 seeds of `python -m genenv_jax.main --config=configs/defa
 are set far inside that margin. A run whose gradients, sampler or verifier were broken stays near 0.
 """
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
+from conftest import FAST_COMPILE_FLAGS, PROJECT_ROOT
 from event_checks import constant_zero_and_duplicate_tags
 
-from configs.default import get_config
-from genenv_jax.training.loop import train
 from genenv_jax.training.metrics import read_scalars, read_tags
 
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
+  """The run as the thresholds' runs were made: the command, on one CPU device, with XLA's default pipeline (this run
+  is bound by its steps, not by compiling; the session's cheap-compile flags would slow it)."""
   workdir = tmp_path_factory.mktemp("smoke")
-  summary = train(get_config("smoke"), str(workdir), log=lambda *_: None)
-  return workdir, summary
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  env["XLA_FLAGS"] = " ".join(
+    f for f in env.get("XLA_FLAGS", "").replace(FAST_COMPILE_FLAGS, "").split() if "device_count" not in f
+  )
+  proc = subprocess.run(
+    [sys.executable, "-m", "genenv_jax.main", "--config=configs/default.py:smoke", f"--workdir={workdir}"],
+    cwd=PROJECT_ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
+  assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+  return workdir, json.loads((workdir / "summary.json").read_text())
 
 
 def test_smoke_learns(smoke_run):

@@ -200,10 +200,24 @@ def _is_late_read_report(error: BaseException | None) -> bool:
 _late_log: list[str | None] = [None]
 
 
+# tensorstore's status codes, as its errors begin (absl::Status names)
+_TENSORSTORE_STATUS = ("DATA_LOSS: ", "NOT_FOUND: ", "OUT_OF_RANGE: ", "FAILED_PRECONDITION: ", "INVALID_ARGUMENT: ")
+
+
+def _is_unretrieved_read_error(record: logging.LogRecord, error: BaseException | None) -> bool:
+  """asyncio's report of a task whose tensorstore error nobody awaited: a failed restore's other array reads, e.g.
+  "DATA_LOSS: Error opening "zarr" driver: ..." for each array of a step whose manifest does not decode."""
+  return (
+    record.getMessage().startswith("Task exception was never retrieved")
+    and isinstance(error, ValueError)
+    and str(error).startswith(_TENSORSTORE_STATUS)
+  )
+
+
 class _LateReportFilter(logging.Filter):
   def filter(self, record: logging.LogRecord) -> bool:
     error = record.exc_info[1] if record.exc_info else None
-    if not _is_late_read_report(error):
+    if not (_is_late_read_report(error) or _is_unretrieved_read_error(record, error)):
       return True
     if _late_log[0]:
       append_to_log(_late_log[0], f"(late report) {record.getMessage()}: {error_reason(error)}\n")

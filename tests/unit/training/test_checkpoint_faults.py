@@ -162,3 +162,23 @@ def test_a_restore_that_succeeds_keeps_what_it_printed(saved, capfd, monkeypatch
   with Checkpointer(saved, save_every=1) as checkpointer:
     assert checkpointer.restore_newest_intact(abstract_of(make_state(0)), warn=print)[0] == 2
   assert "a warning of orbax's own" in capfd.readouterr().err
+
+
+def test_an_unretrieved_tensorstore_read_error_goes_to_the_fault_log_not_the_console(tmp_path, caplog):
+  """asyncio reports the other arrays' failed reads of a damaged step when their tasks are collected, which may be
+  after the restore attempt: those reports go to the fault log; any other asyncio error is still logged."""
+  log = str(tmp_path / "faults.log")
+  F.route_late_reports(log)
+  try:
+    asyncio_log = logging.getLogger("asyncio")
+    for message in ('DATA_LOSS: Error opening "zarr" driver: Error reading "w/.zarray"', "a task's own bug"):
+      try:
+        raise ValueError(message)
+      except ValueError:
+        asyncio_log.error("Task exception was never retrieved", exc_info=True)
+    shown = [str(r.exc_info[1]) for r in caplog.records if r.name == "asyncio"]
+    assert shown == ["a task's own bug"]
+    text = open(log).read()
+    assert text.startswith("(late report) Task exception was never retrieved: ") and "DATA_LOSS" in text
+  finally:
+    F.route_late_reports(None)

@@ -406,13 +406,15 @@ class Coevolution:
       )
     return out
 
-  def examples(self, tasks: TaskBatch, p_hat, agent_out, rewards) -> tuple[dict[str, jax.Array], jax.Array, jax.Array]:
+  def examples(
+    self, tasks: TaskBatch, p_hat, agent_out, rewards, shards: int
+  ) -> tuple[dict[str, jax.Array], jax.Array, jax.Array]:
     """The text log's tasks, spread over p̂ (fresh and replayed alike), with their first rollout; and, for each,
-    whether it is a fresh task and its row among the fresh ones (the batch is `task_shards` shards, shard by shard)."""
+    whether it is a fresh task and its row among the fresh ones (`shards`: Coevolution.task_shards)."""
     s = self.settings
     pick = examples_across_p_hat(p_hat, tasks.valid, NUM_LOGGED_EXAMPLES)
     if s.num_fresh and s.pools.num_replay:
-      picked_fresh, fresh_row = interleaved_position(pick, s.num_fresh, tasks.valid.shape[0], self.task_shards())
+      picked_fresh, fresh_row = interleaved_position(pick, s.num_fresh, tasks.valid.shape[0], shards)
     else:
       picked_fresh, fresh_row = pick < s.num_fresh, jnp.minimum(pick, max(s.num_fresh - 1, 0))
     examples = {
@@ -470,7 +472,7 @@ class Coevolution:
         "agent/tokens": agent_out.mask.sum().astype(jnp.float32),
       }
     )
-    examples, picked_fresh, fresh_row = self.examples(tasks, cur["p_hat"], agent_out, rewards)
+    examples, picked_fresh, fresh_row = self.examples(tasks, cur["p_hat"], agent_out, rewards, shards)
     metrics.update(examples)
 
     env, env_opt = state.env, state.env_opt

@@ -24,6 +24,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from genenv_jax import cli
+from genenv_jax.parallel import cpu_pipeline
 
 
 def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -114,7 +115,7 @@ def set_device_count(n: int, fast_compile: bool = False) -> None:
   if n <= 0:
     raise ValueError(f"--devices must be positive, got {n}")
   flags_now = re.sub(r"--xla_force_host_platform_device_count=\\d+", "", os.environ.get("XLA_FLAGS", ""))
-  extra = " --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true" if fast_compile else ""
+  extra = f" {cpu_pipeline.as_xla_flags(cpu_pipeline.LLVM_OFF)}" if fast_compile else ""
   os.environ["XLA_FLAGS"] = f"{flags_now} --xla_force_host_platform_device_count={n}{extra}".strip()
   use_cpu_runtime()
 

@@ -28,6 +28,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # tests/ (coevolution_configs) and the project root (configs)
 
+from genenv_jax.parallel.cpu_pipeline import CHEAPEST, as_xla_flags  # noqa: E402 (imports no jax)
+
 
 def parse_args(argv=None) -> argparse.Namespace:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -93,12 +95,9 @@ def flat_host_state(state, mesh) -> dict:
 
 def main(argv=None) -> int:
   args = parse_args(argv)
-  # Low XLA CPU backend optimisation: compiles ~25% faster here; every worker uses the same flags, so the pair and
-  # the single process still run the same code.
-  os.environ["XLA_FLAGS"] = (
-    f"--xla_force_host_platform_device_count={args.local_devices} "
-    "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-  )
+  # XLA:CPU's cheapest pipeline: compiles in about a third of the default's time; every worker uses the same flags,
+  # so the pair and the single process still run the same code.
+  os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.local_devices} {as_xla_flags(CHEAPEST)}"
   os.environ["JAX_PLATFORMS"] = "cpu"
   import jax
   import numpy as np

@@ -46,6 +46,7 @@ import numpy as np
 from absl import flags
 
 from genenv_jax import cli
+from genenv_jax.parallel import cpu_pipeline
 
 TINY_MODEL = dict(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
 PHASES = ("env_sampling", "agent_sampling", "verification", "agent_update", "env_update")
@@ -117,8 +118,8 @@ def load_config(config: str, warm_start: float = 1.0, tiny: bool = False):
 # ---- timing ---------------------------------------------------------------------------------------------------------
 
 
-# --fast_compile: XLA's cheap CPU pipeline (faster to compile, slower code); for smoke tests only.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+# --fast_compile: XLA's cheapest CPU pipeline (faster to compile, slower code); for smoke tests only.
+FAST_COMPILE = cpu_pipeline.CHEAPEST
 
 
 def compile_timed(jitted, args: tuple, options: dict | None = None) -> tuple[Any, float, float]:

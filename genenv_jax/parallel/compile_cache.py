@@ -24,10 +24,13 @@ def directory_for(flag_value: str, workdir: str) -> str:
   return flag_value or os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(workdir, "compile_cache")
 
 
-def enable(directory: str, min_compile_s: float = 1.0) -> str:
+def enable(directory: str, min_compile_s: float | None = None) -> str:
   """Keeps every executable that took at least `min_compile_s` to compile in `directory` (a local path, or a bucket
   path JAX's epath reads, e.g. gs://...), and reads them back on a later start. Call before the first compile.
-  Returns the directory."""
+  `min_compile_s` defaults to JAX's own JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS where the user has set it, else
+  1 s. Returns the directory."""
+  if min_compile_s is None:
+    min_compile_s = float(os.environ.get("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", 1.0))
   if not directory:
     raise ValueError("the compilation cache needs a directory (or do not enable it)")
   if "://" not in directory:

@@ -71,3 +71,28 @@ def test_a_run_uses_the_flag_then_jax_s_environment_variable_then_the_workdir(mo
   assert compile_cache.directory_for("", "/run") == "/shared/jax_cache"
   monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
   assert compile_cache.directory_for("", "/run") == os.path.join("/run", "compile_cache")
+
+
+def test_the_smallest_compile_kept_is_the_argument_then_jax_s_environment_variable_then_one_second(
+  monkeypatch, tmp_path
+):
+  import jax
+
+  from genenv_jax.parallel import compile_cache
+
+  kept = {
+    name: getattr(jax.config, name)
+    for name in ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+  }
+  try:
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.25")
+    compile_cache.enable(str(tmp_path), min_compile_s=2.0)
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 2.0
+    compile_cache.enable(str(tmp_path))
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.25
+    monkeypatch.delenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS")
+    compile_cache.enable(str(tmp_path))
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 1.0
+  finally:  # this process's own cache, as the session set it
+    for name, value in kept.items():
+      jax.config.update(name, value)

@@ -7,9 +7,8 @@ import tempfile
 from genenv_jax.parallel import cpu_pipeline  # imports no jax
 
 # XLA:CPU's cheapest pipeline: the tests' tiny programs compile in about a third of the default's time (most of the
-# suite's time is compiling), and run slower, which they barely notice. Numerics may differ in the last bits from the
-# default pipeline's; the one test that compares against digests taken with the default (test_first_step_unchanged)
-# runs in a process of its own without these flags.
+# suite's time is compiling), and run slower, which they barely notice. Numerics differ in the last bits from the
+# default pipeline's: the step's reference digests (test_first_step_unchanged) are taken under these flags.
 FAST_COMPILE_FLAGS = cpu_pipeline.as_xla_flags(cpu_pipeline.CHEAPEST)
 os.environ["XLA_FLAGS"] = " ".join(
   [os.environ.get("XLA_FLAGS", ""), "--xla_force_host_platform_device_count=8", FAST_COMPILE_FLAGS]

@@ -6,6 +6,7 @@ import glob
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,10 +37,22 @@ def assert_same(a, b):
 
 
 @pytest.fixture(scope="module")
-def straight(tmp_path_factory):
+def straight_run(tmp_path_factory):
+  """An uninterrupted run of CONFIG: its workdir, which tests copy and damage, and its final state."""
   workdir = tmp_path_factory.mktemp("straight")
   train(tiny_config(**CONFIG), str(workdir), log=lambda *_: None)
-  return final_state(workdir, tiny_config(**CONFIG))
+  return workdir, final_state(workdir, tiny_config(**CONFIG))
+
+
+@pytest.fixture
+def straight(straight_run):
+  return straight_run[1]
+
+
+def copy_of(straight_run, workdir: pathlib.Path) -> pathlib.Path:
+  """A finished run of CONFIG in `workdir`, as `train(tiny_config(**CONFIG), workdir)` leaves it (copied)."""
+  shutil.copytree(straight_run[0], workdir, dirs_exist_ok=True)
+  return workdir
 
 
 def corrupt(workdir, step):
@@ -48,8 +61,9 @@ def corrupt(workdir, step):
       open(path, "wb").close()
 
 
-def test_a_corrupt_latest_checkpoint_is_named_and_the_run_resumes_from_the_newest_intact(tmp_path, straight):
-  train(tiny_config(**CONFIG), str(tmp_path), log=lambda *_: None)
+def test_a_corrupt_latest_checkpoint_is_named_and_the_run_resumes_from_the_newest_intact(tmp_path, straight_run):
+  straight = straight_run[1]
+  copy_of(straight_run, tmp_path)
   corrupt(tmp_path, 4)
   lines = []
   summary = train(tiny_config(**CONFIG), str(tmp_path), log=lines.append)
@@ -66,10 +80,11 @@ def test_a_corrupt_latest_checkpoint_is_named_and_the_run_resumes_from_the_newes
     train(tiny_config(**CONFIG), str(tmp_path), log=lambda *_: None)
 
 
-def test_the_cli_resumes_over_random_bytes_in_array_files_in_under_40_lines(tmp_path, straight):
+def test_the_cli_resumes_over_random_bytes_in_array_files_in_under_40_lines(tmp_path, straight_run):
   """The run of issue 34: random bytes over the three largest array files of the latest checkpoint printed 273,531
   characters (tensorstore specs, orbax's logging) before it resumed."""
-  train(tiny_config(**CONFIG), str(tmp_path), log=lambda *_: None)
+  straight = straight_run[1]
+  copy_of(straight_run, tmp_path)
   random_bytes(str(tmp_path / "checkpoints" / "4"))
   repo = pathlib.Path(__file__).resolve().parents[3]
   result = subprocess.run(
@@ -93,8 +108,16 @@ def test_the_cli_resumes_over_random_bytes_in_array_files_in_under_40_lines(tmp_
   assert_same(final_state(tmp_path, tiny_config(**CONFIG)), straight)
 
 
-def test_resuming_with_a_changed_config_is_refused_with_a_diff_unless_allowed(tmp_path):
-  train(tiny_config(total_steps=2, checkpoint_every=2), str(tmp_path), log=lambda *_: None)
+@pytest.fixture(scope="module")
+def two_step_run(tmp_path_factory):
+  """A finished two-step run, checkpointed at step 2; tests resume copies of it with other configs."""
+  workdir = tmp_path_factory.mktemp("two_steps")
+  train(tiny_config(total_steps=2, checkpoint_every=2), str(workdir), log=lambda *_: None)
+  return workdir
+
+
+def test_resuming_with_a_changed_config_is_refused_with_a_diff_unless_allowed(tmp_path, two_step_run):
+  shutil.copytree(two_step_run, tmp_path, dirs_exist_ok=True)
   changed = tiny_config(total_steps=3, checkpoint_every=2, seed=7, **{"agent.optimizer.lr": 1e-3})
   with pytest.raises(ResumeError) as e:
     train(changed, str(tmp_path), log=lambda *_: None)
@@ -120,8 +143,8 @@ def test_a_key_added_later_reads_as_its_old_behaviour_in_a_saved_config():
   assert config_changes(saved, config) == {"domain.answer": ("value", "running")}
 
 
-def test_a_shape_change_on_resume_is_one_clear_sentence(tmp_path):
-  train(tiny_config(total_steps=2, checkpoint_every=2), str(tmp_path), log=lambda *_: None)
+def test_a_shape_change_on_resume_is_one_clear_sentence(tmp_path, two_step_run):
+  shutil.copytree(two_step_run, tmp_path, dirs_exist_ok=True)
   wider = tiny_config(total_steps=3, allow_config_change=True, **{"agent.model.intermediate_size": 48})
   with pytest.raises(ResumeError, match=r"holds a state of other shapes .* start a new --workdir") as e:
     train(wider, str(tmp_path), log=lambda *_: None)

@@ -53,6 +53,7 @@ breakdown beside the compiled program's figure (which decides the fit). See each
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 
 from genenv_jax.models.config import REMAT_POLICIES, remat_policy  # noqa: F401 (re-exported for plan)
@@ -486,6 +487,27 @@ class Analysis:
   peak_bytes: float  # state + the largest working set
 
 
+# A search (planning/fit.py) analyses tens of thousands of candidates that differ in a knob or two, so most of their
+# phases are the same: each phase's time and working set is computed once per distinct input (all hashable).
+
+
+@functools.lru_cache(maxsize=4096)
+def _timed_sampling(
+  name: str, shape: Shape, mesh: MeshShape, rows: int, prompt: int, new: int, efficient: bool, chip: Chip
+) -> tuple[Timed, Timed]:
+  return tuple(timed(c, mesh.devices, chip) for c in sampling_costs(name, shape, mesh, rows, prompt, new, efficient))
+
+
+@functools.lru_cache(maxsize=4096)
+def _timed_train(name: str, shape: Shape, mesh: MeshShape, chip: Chip, *args, **kwargs) -> Timed:
+  return timed(train_cost(name, shape, mesh, *args, **kwargs), mesh.devices, chip)
+
+
+@functools.lru_cache(maxsize=4096)
+def _memory(fn, *args) -> tuple[tuple[str, float], ...]:
+  return tuple(fn(*args).items())
+
+
 def analyse(
   w: Workload,
   agent: Shape,
@@ -501,19 +523,22 @@ def analyse(
   breakdown."""
   agent_remat, env_remat = remat_policy(agent_remat), remat_policy(env_remat)
   eff = memory_efficient(attention)
-  costs, memory = [], {}
+  phases, memory = [], {}
   if w.env_rows:
-    costs += sampling_costs("env", env, mesh, w.env_rows, w.env_prompt, w.env_output, eff)
-    memory["env sampling"] = sampling_memory(env, mesh, w.env_rows, w.env_prompt, w.env_output, eff, w.env_prefill_rows)
-  costs += sampling_costs("agent", agent, mesh, w.agent_rows, w.agent_prompt, w.agent_answer, eff)
-  memory["agent sampling"] = sampling_memory(
-    agent, mesh, w.agent_rows, w.agent_prompt, w.agent_answer, eff, w.agent_prefill_rows
+    phases += _timed_sampling("env", env, mesh, w.env_rows, w.env_prompt, w.env_output, eff, chip)
+    memory["env sampling"] = dict(
+      _memory(sampling_memory, env, mesh, w.env_rows, w.env_prompt, w.env_output, eff, w.env_prefill_rows)
+    )
+  phases += _timed_sampling("agent", agent, mesh, w.agent_rows, w.agent_prompt, w.agent_answer, eff, chip)
+  memory["agent sampling"] = dict(
+    _memory(sampling_memory, agent, mesh, w.agent_rows, w.agent_prompt, w.agent_answer, eff, w.agent_prefill_rows)
   )
-  costs.append(
-    train_cost(
+  phases.append(
+    _timed_train(
       "agent update",
       agent,
       mesh,
+      chip,
       w.agent_rows,
       w.agent_prompt,
       w.agent_answer,
@@ -524,15 +549,26 @@ def analyse(
       logprob_chunk=w.agent_logprob_chunk,
     )
   )
-  memory["agent update"] = train_memory(
-    agent, mesh, w.agent_rows // w.minibatches, w.agent_prompt, w.agent_answer, agent_remat, eff, w.agent_logprob_chunk
+  memory["agent update"] = dict(
+    _memory(
+      train_memory,
+      agent,
+      mesh,
+      w.agent_rows // w.minibatches,
+      w.agent_prompt,
+      w.agent_answer,
+      agent_remat,
+      eff,
+      w.agent_logprob_chunk,
+    )
   )
   if w.env_rows and w.env_train:
-    costs.append(
-      train_cost(
+    phases.append(
+      _timed_train(
         "env update",
         env,
         mesh,
+        chip,
         w.env_rows,
         w.env_prompt,
         w.env_output,
@@ -543,10 +579,10 @@ def analyse(
         logprob_chunk=w.env_logprob_chunk,
       )
     )
-    memory["env update"] = train_memory(
-      env, mesh, w.env_rows, w.env_prompt, w.env_output, env_remat, eff, w.env_logprob_chunk
+    memory["env update"] = dict(
+      _memory(train_memory, env, mesh, w.env_rows, w.env_prompt, w.env_output, env_remat, eff, w.env_logprob_chunk)
     )
-  phases = tuple(timed(c, mesh.devices, chip) for c in costs)
+  phases = tuple(phases)
   state = state_memory((agent, env), mesh)
   peak_phase = max(memory, key=lambda k: sum(memory[k].values()))
   return Analysis(

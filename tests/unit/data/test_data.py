@@ -21,7 +21,7 @@ import threading
 import zipfile
 
 import pytest
-from conftest import PROJECT_ROOT
+from conftest import FAST_COMPILE_FLAGS, PROJECT_ROOT
 
 from genenv_jax import cli, data, evaluate
 from genenv_jax.data import __main__ as data_cli
@@ -347,7 +347,7 @@ def test_data_command_errors(shared_data, tmp_path, capsys):
 
 
 def test_main_without_data_exits_2_with_the_fix(tmp_path):
-  env = {"GENENV_DATA": str(tmp_path / "empty"), "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+  env = {"GENENV_DATA": str(tmp_path / "empty"), "JAX_PLATFORMS": "cpu", "XLA_FLAGS": FAST_COMPILE_FLAGS}
   proc = _run_cli(
     "genenv_jax.main", "--config=configs/tools.py:bamboogle", f"--workdir={tmp_path}/run", env=env, timeout=240
   )
@@ -360,7 +360,7 @@ def test_main_without_data_exits_2_with_the_fix(tmp_path):
 
 def test_plan_without_data_plans_a_stand_in_and_says_so(tmp_path):
   """plan needs shapes, not data: a missing benchmark is planned as the arithmetic domain at the same lengths."""
-  env = {"GENENV_DATA": str(tmp_path / "empty"), "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+  env = {"GENENV_DATA": str(tmp_path / "empty"), "JAX_PLATFORMS": "cpu", "XLA_FLAGS": FAST_COMPILE_FLAGS}
   proc = _run_cli(
     "genenv_jax.plan", "--config=configs/tools.py:bamboogle", "--devices=1", "--chip=v5p", env=env, timeout=240
   )

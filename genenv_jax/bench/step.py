@@ -118,10 +118,6 @@ def load_config(config: str, warm_start: float = 1.0, tiny: bool = False):
 # ---- timing ---------------------------------------------------------------------------------------------------------
 
 
-# --fast_compile: XLA's cheapest CPU pipeline (faster to compile, slower code); for smoke tests only.
-FAST_COMPILE = cpu_pipeline.CHEAPEST
-
-
 def compile_timed(jitted, args: tuple, options: dict | None = None) -> tuple[Any, float, float]:
   """(compiled, trace+lower seconds, compile seconds) of `jitted.lower(*args).compile(options)`."""
   t0 = time.perf_counter()
@@ -516,7 +512,7 @@ def main(argv: Sequence[str]) -> None:
   transformers.utils.logging.disable_progress_bar()
   threads = args.torch_threads or os.cpu_count() or 1
   config = load_config(args.config, args.warm_start, args.tiny)
-  options = FAST_COMPILE if args.fast_compile else None
+  options = cpu_pipeline.CHEAPEST if args.fast_compile else None  # faster to compile, slower code: smoke tests only
   load_before = os.getloadavg()
 
   stages: dict[str, float] = {}

@@ -49,10 +49,9 @@ def straight(straight_run):
   return straight_run[1]
 
 
-def copy_of(straight_run, workdir: pathlib.Path) -> pathlib.Path:
-  """A finished run of CONFIG in `workdir`, as `train(tiny_config(**CONFIG), workdir)` leaves it (copied)."""
-  shutil.copytree(straight_run[0], workdir, dirs_exist_ok=True)
-  return workdir
+def copy_run(run_dir: pathlib.Path, workdir: pathlib.Path) -> None:
+  """A finished run's workdir copied into `workdir`, as training there would have left it."""
+  shutil.copytree(run_dir, workdir, dirs_exist_ok=True)
 
 
 def corrupt(workdir, step):
@@ -63,7 +62,7 @@ def corrupt(workdir, step):
 
 def test_a_corrupt_latest_checkpoint_is_named_and_the_run_resumes_from_the_newest_intact(tmp_path, straight_run):
   straight = straight_run[1]
-  copy_of(straight_run, tmp_path)
+  copy_run(straight_run[0], tmp_path)
   corrupt(tmp_path, 4)
   lines = []
   summary = train(tiny_config(**CONFIG), str(tmp_path), log=lines.append)
@@ -84,7 +83,7 @@ def test_the_cli_resumes_over_random_bytes_in_array_files_in_under_40_lines(tmp_
   """The run of issue 34: random bytes over the three largest array files of the latest checkpoint printed 273,531
   characters (tensorstore specs, orbax's logging) before it resumed."""
   straight = straight_run[1]
-  copy_of(straight_run, tmp_path)
+  copy_run(straight_run[0], tmp_path)
   random_bytes(str(tmp_path / "checkpoints" / "4"))
   repo = pathlib.Path(__file__).resolve().parents[3]
   result = subprocess.run(
@@ -117,7 +116,7 @@ def two_step_run(tmp_path_factory):
 
 
 def test_resuming_with_a_changed_config_is_refused_with_a_diff_unless_allowed(tmp_path, two_step_run):
-  shutil.copytree(two_step_run, tmp_path, dirs_exist_ok=True)
+  copy_run(two_step_run, tmp_path)
   changed = tiny_config(total_steps=3, checkpoint_every=2, seed=7, **{"agent.optimizer.lr": 1e-3})
   with pytest.raises(ResumeError) as e:
     train(changed, str(tmp_path), log=lambda *_: None)
@@ -144,7 +143,7 @@ def test_a_key_added_later_reads_as_its_old_behaviour_in_a_saved_config():
 
 
 def test_a_shape_change_on_resume_is_one_clear_sentence(tmp_path, two_step_run):
-  shutil.copytree(two_step_run, tmp_path, dirs_exist_ok=True)
+  copy_run(two_step_run, tmp_path)
   wider = tiny_config(total_steps=3, allow_config_change=True, **{"agent.model.intermediate_size": 48})
   with pytest.raises(ResumeError, match=r"holds a state of other shapes .* start a new --workdir") as e:
     train(wider, str(tmp_path), log=lambda *_: None)

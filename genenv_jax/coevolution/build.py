@@ -19,6 +19,7 @@ from jax.sharding import Mesh
 from genenv_jax.benchmarks.registry import build_domain
 from genenv_jax.coevolution.settings import OptimizerSettings, PoolSettings, from_config
 from genenv_jax.coevolution.step import Coevolution, CoevolutionState, pool_rows, task_batch
+from genenv_jax.models import lora
 from genenv_jax.models.config import ModelConfig
 from genenv_jax.models.hf import abstract_model, load_hf
 from genenv_jax.models.tokenizer import Tokenizer, load_tokenizer
@@ -110,8 +111,12 @@ def build(
   settings = from_config(config, domain, tokenizer)
   agent_optimizer, env_optimizer = optimizer_from(settings.agent.optimizer), optimizer_from(settings.env.optimizer)
   vocab = tokenizer.vocab_size
-  agent_graphdef, agent_params = _model("agent", config.agent.model, agent_model, vocab, mesh, config.seed, abstract)
-  env_graphdef, env_params = _model("env", config.env.model, env_model, vocab, mesh, config.seed + 1, abstract)
+  agent_graphdef, agent_params = _model(
+    "agent", config.agent.model, agent_model, vocab, mesh, config.seed, abstract, settings.agent.lora.spec
+  )
+  env_graphdef, env_params = _model(
+    "env", config.env.model, env_model, vocab, mesh, config.seed + 1, abstract, settings.env.lora.spec
+  )
   coevolution = Coevolution(agent_graphdef, env_graphdef, domain, agent_optimizer, env_optimizer, settings)
 
   replicated = shd.replicated(mesh)
@@ -125,20 +130,24 @@ def build(
     shardings = jax.tree.map(lambda _: sharding, shapes) if isinstance(sharding, jax.sharding.Sharding) else sharding
     return _shaped(shapes, shardings)
 
-  def reference(params):  # a frozen copy of the initial model (the KL anchor)
+  def reference(params):  # a frozen copy of the initial model (the KL anchor); with LoRA, the base itself is
+    if lora.has_adapters(params):  # the anchor (the adapters off, models.lora.reference): no copy is kept
+      return None
     return params if abstract else jax.jit(lambda t: jax.tree.map(jnp.copy, t))(params)
+
+  def optimizer_state(optimizer, params):  # over the trainable parameters: the adapters alone with LoRA
+    trained = lora.partition(params)[0]
+    return place(optimizer.init, trained, sharding=optimizer_state_shardings(optimizer, trained, mesh))
 
   seeds = task_rows(domain.seed_tasks())
   check_pool_capacities(settings.pools, len(seeds["prompt_ids"]))
   zero = lambda: jnp.zeros((), jnp.int32)  # noqa: E731
   state = CoevolutionState(
     agent=agent_params,
-    agent_opt=place(
-      agent_optimizer.init, agent_params, sharding=optimizer_state_shardings(agent_optimizer, agent_params, mesh)
-    ),
+    agent_opt=optimizer_state(agent_optimizer, agent_params),
     agent_ref=reference(agent_params),
     env=env_params,
-    env_opt=place(env_optimizer.init, env_params, sharding=optimizer_state_shardings(env_optimizer, env_params, mesh)),
+    env_opt=optimizer_state(env_optimizer, env_params),
     env_ref=reference(env_params),
     train_pool=place(lambda t: pools.seed_pool(t, settings.pools.train_capacity), seeds, sharding=replicated),
     env_pool=place(lambda t: pools.seed_pool(t, settings.pools.env_capacity), seeds, sharding=replicated),
@@ -179,15 +188,26 @@ def _model(
   mesh: Mesh,
   seed: int,
   abstract: bool,
+  adapters: lora.LoraSpec | None = None,
 ) -> tuple[nnx.GraphDef, Any]:
-  """A model's graphdef and parameters on the mesh (`model_from_config`), or shapes only with their shardings."""
+  """A model's graphdef and parameters on the mesh (`model_from_config`), or shapes only with their shardings; with
+  `adapters`, LoRA adapters attached (models.lora.attach, A drawn from `seed`, B = 0) and placed as the model is."""
   if abstract:
     config = given or model_config_from(cfg, vocab_size)
-    graphdef, state = abstract_model(config)
+    if adapters is None:
+      graphdef, state = abstract_model(config)
+    else:
+      graphdef, state = nnx.split(
+        nnx.eval_shape(lambda: lora.attach(Transformer(config, rngs=nnx.Rngs(0)), adapters, seed))
+      )
     params, model_vocab = _shaped(state, shd.state_shardings(state, mesh)), config.vocab_size
   else:
     model = model_from_config(cfg, vocab_size, mesh, seed)
+    if adapters is not None:
+      lora.attach(model, adapters, seed)
     (graphdef, params), model_vocab = nnx.split(model), model.config.vocab_size
+    if adapters is not None:
+      params = jax.device_put(params, shd.state_shardings(params, mesh))
   if model_vocab < vocab_size:
     raise ValueError(
       f"the {name} model's vocabulary ({model_vocab}) is smaller than the tokenizer's ({vocab_size}); use the "

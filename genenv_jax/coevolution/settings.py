@@ -3,9 +3,11 @@ a setting of the co-evolution step.
 
   Settings(mode, domain: DomainSettings, agent: AgentSettings, env: EnvSettings, pools: PoolSettings,
            warm_start: WarmStartSettings)
-  AgentSettings(sampling: SamplingParams, logprob_chunk, grpo: GrpoSettings, optimizer: OptimizerSettings)
+  AgentSettings(sampling: SamplingParams, logprob_chunk, grpo: GrpoSettings, optimizer: OptimizerSettings,
+                lora: LoraSettings)
   EnvSettings(train, objective, sampling: SamplingParams, logprob_chunk, num_seeds, samples_per_seed,
-              curriculum: CurriculumSettings, kl_coef, max_kl, kl_cap_mode, optimizer: OptimizerSettings)
+              curriculum: CurriculumSettings, kl_coef, max_kl, kl_cap_mode, optimizer: OptimizerSettings,
+              lora: LoraSettings)
 
 Each section is a frozen dataclass named for its config section (config.env.curriculum -> EnvSettings.curriculum), its
 fields named as the config's keys, each declared once with its default, its test and what it allows (`setting`). A
@@ -33,6 +35,8 @@ from typing import Any, Callable, Iterable, Mapping
 import ml_collections
 
 from genenv_jax.coevolution.step import ENV_OBJECTIVES, ENV_POOL_ADMITS, MODES
+from genenv_jax.models.lora import TARGETS as LORA_TARGETS
+from genenv_jax.models.lora import LoraSpec
 from genenv_jax.rl.curriculum import KL_CAP_MODES
 from genenv_jax.rl.grpo import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS
 from genenv_jax.sampling.sampler import SamplingParams
@@ -257,14 +261,44 @@ class DomainSettings(Section):
   success_threshold: float = setting(0.5, unit, "a number in [0, 1] (R_agent >= it counts as a success for p̂)")
 
 
+def lora_targets(v: Any) -> bool:
+  """Distinct projection names, at least one, each one models.lora knows."""
+  return isinstance(v, tuple) and bool(v) and all(t in LORA_TARGETS for t in v) and len(set(v)) == len(v)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoraSettings(Section):
+  """LoRA adapters on a model's projections (models/lora.py; Hu et al. 2021): off by default (every parameter trains).
+  On: the base weights are frozen, only the adapters train (the optimizer holds their state alone), and the KL
+  reference is the base model with the adapters off. y = x W + (alpha / rank) (drop(x) A) B, B = 0 at the start.
+  Defaults: peft's alpha = 2 rank, every linear projection of the decoder (not the embedding or the head)."""
+
+  enabled: bool = setting(False, boolean, "true or false (true: train LoRA adapters only)")
+  rank: int = setting(8, count(1), "an integer >= 1 (the adapters' rank r)")
+  alpha: float = setting(16.0, positive, "a number > 0 (the adapters' update is scaled by alpha / rank)")
+  targets: tuple[str, ...] = setting(
+    tuple(LORA_TARGETS),
+    lora_targets,
+    "a non-empty list of distinct projections, each one of " + ", ".join(repr(t) for t in LORA_TARGETS),
+    convert=lambda v: tuple(v) if isinstance(v, (list, tuple)) else v,
+  )
+  dropout: float = setting(0.0, lambda v: is_real(v) and 0 <= v < 1, "a number in [0, 1) (on the adapters' input)")
+
+  @property
+  def spec(self) -> LoraSpec | None:
+    """The adapters to attach (models.lora.LoraSpec), or None when LoRA is off."""
+    return LoraSpec(self.rank, float(self.alpha), self.targets, float(self.dropout)) if self.enabled else None
+
+
 @dataclasses.dataclass(frozen=True)
 class AgentSettings(Section):
-  """The agent: its sampling (the sampler's SamplingParams), log-prob chunking, GRPO and optimizer."""
+  """The agent: its sampling (the sampler's SamplingParams), log-prob chunking, GRPO, optimizer and LoRA."""
 
   sampling: SamplingParams = sampling_field(max_new_tokens=8)
   logprob_chunk: int = setting(512, count(1), "an integer >= 1")  # response positions per LM-head chunk
   grpo: GrpoSettings = section(GrpoSettings)
   optimizer: OptimizerSettings = section(OptimizerSettings)
+  lora: LoraSettings = section(LoraSettings)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -286,6 +320,7 @@ class EnvSettings(Section):
   max_kl: float = setting(0.05, positive, "a number > 0")
   kl_cap_mode: str = setting("scale", *choice(KL_CAP_MODES))
   optimizer: OptimizerSettings = section(OptimizerSettings, lr=5e-7)
+  lora: LoraSettings = section(LoraSettings)
 
   @classmethod
   def constraints(cls, values, path):

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
+from genenv_jax.models import lora
 from genenv_jax.parallel.sharding import (
   batch_shards_in_context,
   constrain,
@@ -132,6 +133,14 @@ def examples_across_p_hat(p_hat: jax.Array, valid: jax.Array, n: int) -> jax.Arr
   return order[ranks]
 
 
+def lora_dropout_key(lora_settings: Any, sampling_key: jax.Array) -> dict[str, jax.Array]:
+  """{"dropout_key": ...} for an update whose LoRA adapters have dropout (drawn from the model's sampling key, folded,
+  so the step's other draws are unchanged), else {} (a deterministic update)."""
+  if not (lora_settings.enabled and lora_settings.dropout > 0):
+    return {}
+  return {"dropout_key": jax.random.fold_in(sampling_key, 1)}
+
+
 # The step's names for its update helpers' metrics (rl.updates.gradient_step, rl.grpo.grpo_loss, rl.curriculum's env
 # losses) where the helper's own name would not say what it measures; every other helper metric keeps its name under
 # "agent/" or "env/". The step's metric names are the TensorBoard tags and summary.json keys (training/log_tags.py).
@@ -204,11 +213,14 @@ class Coevolution:
     response,
     response_mask,
     with_entropy: bool = False,
+    dropout_key: jax.Array | None = None,
   ):
     """log π of the response (and its entropy) under the policy that sampled it: its temperature, vocabulary limit,
-    top-k and top-p (rl.logprobs), so an on-policy ratio is 1."""
+    top-k and top-p (rl.logprobs), so an on-policy ratio is 1. `dropout_key`: a training forward, with LoRA dropout
+    (models.lora.with_dropout)."""
+    model = nnx.merge(graphdef, params)
     return response_logprobs(
-      nnx.merge(graphdef, params),
+      model if dropout_key is None else lora.with_dropout(model, dropout_key),
       prompt_ids,
       prompt_mask,
       response,
@@ -227,11 +239,14 @@ class Coevolution:
     out: sampler.SampleOutput,
     rewards: jax.Array,
     valid: jax.Array,
+    dropout_key: jax.Array | None = None,
   ):
     """GRPO: group advantages, then clipped surrogate + k3 KL to the reference, over mini-batches.
 
     The reference log-probs are computed per mini-batch inside the update (`minibatch_updates(prepare=...)`), with
-    the reference parameters passed into the scan as an argument.
+    the reference parameters passed into the scan as an argument. With LoRA adapters (models.lora) only they train:
+    the base weights enter the scan as a constant, and the reference is the base with the adapters off;
+    `dropout_key` (LoRA dropout on) gives each mini-batch its own dropout key.
     """
     s = self.settings
     adv, adv_metrics = grpo.compute_advantages(rewards, valid, method=s.agent.grpo.advantage)
@@ -244,6 +259,8 @@ class Coevolution:
       "logp_old": out.logprobs,
       "adv": adv.reshape(-1),
     }
+    if dropout_key is not None:  # one key per row; each mini-batch's first row's drops its adapters' inputs
+      batch["dropout_key"] = jax.random.key_data(jax.random.split(dropout_key, adv.size))
     logp = functools.partial(
       self._logprobs, self.agent_graphdef, sampling_params=s.agent.sampling, chunk_size=s.agent.logprob_chunk
     )
@@ -268,6 +285,7 @@ class Coevolution:
         response=b["response"],
         response_mask=b["response_mask"],
         with_entropy=True,
+        **({"dropout_key": jax.random.wrap_key_data(b["dropout_key"][0])} if "dropout_key" in b else {}),
       )
       return grpo.grpo_loss(
         logp_new,
@@ -286,17 +304,30 @@ class Coevolution:
       )
 
     use_ref = s.agent.grpo.kl_coef > 0
+    trained, frozen = lora.partition(agent_params)  # (agent_params, None) without adapters
+    constants, prepare, loss = (agent_ref if use_ref else None), (with_reference if use_ref else None), loss_fn
+    if frozen is not None:  # LoRA: the base rides in each mini-batch, outside the gradient
+      constants = {"frozen": frozen, "reference": lora.reference(trained) if use_ref else None}
+
+      def prepare(c, b):
+        b = {**b, "frozen": c["frozen"]}
+        return with_reference(lora.combine(c["reference"], c["frozen"]), b) if use_ref else b
+
+      def loss(p, b):
+        return loss_fn(lora.combine(p, b["frozen"]), b)
+
     params, opt, metrics = minibatch_updates(
-      loss_fn,
+      loss,
       self.agent_optimizer,
-      agent_params,
+      trained,
       agent_opt,
       batch,
       s.agent.grpo.minibatches,
-      constants=agent_ref if use_ref else None,
-      prepare=with_reference if use_ref else None,
+      constants=constants,
+      prepare=prepare,
       max_grad_norm=s.agent.optimizer.max_grad_norm,
     )
+    params = lora.combine(params, frozen)
     adv_valid = jnp.repeat(valid, s.agent.grpo.group_size)
     metrics.update(_masked_stats(adv.reshape(-1), adv_valid, "adv"), zero_std_frac=adv_metrics["zero_std_frac"])
     return params, opt, metrics
@@ -310,8 +341,10 @@ class Coevolution:
     env_out: sampler.SampleOutput,
     cur: dict[str, jax.Array],
     valid: jax.Array,
+    dropout_key: jax.Array | None = None,
   ):
-    """RWR (or GRPO on R_env) on the env's own task tokens, KL-penalised to the initial env, KL-capped per update."""
+    """RWR (or GRPO on R_env) on the env's own task tokens, KL-penalised to the initial env, KL-capped per update.
+    With LoRA adapters (models.lora) only they train, and the initial env is the base with the adapters off."""
     s = self.settings
     if s.env.objective == "pg":
       env_mask = env_out.mask  # parse failures stay in their group with R_env = 0 (negative advantage)
@@ -319,7 +352,7 @@ class Coevolution:
       env_mask = env_out.mask * cur["keep"][:, None].astype(jnp.int32)  # RWR trains on the kept tasks only
     prompt_ids, prompt_mask = env_prompts
 
-    def logp_of(params, b):
+    def logp_of(params, b, dropout_key=None):
       return self._logprobs(
         self.env_graphdef,
         params,
@@ -329,6 +362,7 @@ class Coevolution:
         b["prompt_mask"],
         b["tokens"],
         b["mask"],
+        dropout_key=dropout_key,
       )[0]
 
     batch = {
@@ -340,10 +374,12 @@ class Coevolution:
       "weights": cur["weights"],
       "r_env": cur["r_env"],
     }
-    batch["logp_ref"] = jax.lax.stop_gradient(logp_of(env_ref, batch))
+    trained, frozen = lora.partition(env_params)  # (env_params, None) without adapters
+    reference = env_ref if frozen is None else lora.reference(env_params)
+    batch["logp_ref"] = jax.lax.stop_gradient(logp_of(reference, batch))
 
     def loss_fn(params, b):
-      logp = logp_of(params, b)
+      logp = logp_of(lora.combine(params, frozen), b, dropout_key)
       if s.env.objective == "rwr":
         return curriculum.rwr_env_loss(
           logp, b["mask"], b["weights"], b["logp_ref"], kl_coef=s.env.kl_coef, kl_estimator=s.agent.grpo.kl_estimator
@@ -362,14 +398,15 @@ class Coevolution:
       )
 
     candidate, candidate_opt, metrics = gradient_step(
-      loss_fn, self.env_optimizer, env_params, env_opt, batch, max_grad_norm=s.env.optimizer.max_grad_norm
+      loss_fn, self.env_optimizer, trained, env_opt, batch, max_grad_norm=s.env.optimizer.max_grad_norm
     )
     # The per-update KL cap: KL(π_new ‖ π_old) on this batch's task tokens, then scale the step back.
     logp_old_params = jax.lax.stop_gradient(logp_of(env_params, batch))
-    logp_new = jax.lax.stop_gradient(logp_of(candidate, batch))
+    logp_new = jax.lax.stop_gradient(logp_of(lora.combine(candidate, frozen), batch))
     update_kl = grpo.masked_mean(grpo.kl_k3(logp_new, logp_old_params), batch["mask"].astype(bool))
     scale = curriculum.kl_cap_scale(update_kl, s.env.max_kl, s.env.kl_cap_mode)
-    params = jax.tree.map(lambda new, old: (old + scale * (new - old)).astype(old.dtype), candidate, env_params)
+    params = jax.tree.map(lambda new, old: (old + scale * (new - old)).astype(old.dtype), candidate, trained)
+    params = lora.combine(params, frozen)
     opt = jax.tree.map(lambda new, old: jnp.where(scale > 0, new, old), candidate_opt, env_opt)
     metrics.update(update_kl=update_kl, cap_scale=scale)
     return params, opt, metrics
@@ -460,7 +497,14 @@ class Coevolution:
     grouped, agent_out, rewards = self.rollouts(state.agent, tasks, drawn["k_agent"])
     cur = curriculum.curriculum_targets(rewards, tasks.valid, s.env.curriculum, s.domain.success_threshold)
     agent, agent_opt, agent_metrics = self.agent_update(
-      state.agent, state.agent_opt, state.agent_ref, grouped, agent_out, rewards, tasks.valid
+      state.agent,
+      state.agent_opt,
+      state.agent_ref,
+      grouped,
+      agent_out,
+      rewards,
+      tasks.valid,
+      **lora_dropout_key(s.agent.lora, drawn["k_agent"]),
     )
     metrics.update({f"agent/{AGENT_METRIC_NAMES.get(k, k)}": v for k, v in agent_metrics.items()})
     valid_f = tasks.valid.astype(jnp.float32)
@@ -507,7 +551,14 @@ class Coevolution:
         metrics.update({f"curriculum/{k}": v for k, v in by_source.items()})
       if s.env.train:
         env, env_opt, env_metrics = self.env_update(
-          state.env, state.env_opt, state.env_ref, env_prompts, env_out, fresh_cur, valid
+          state.env,
+          state.env_opt,
+          state.env_ref,
+          env_prompts,
+          env_out,
+          fresh_cur,
+          valid,
+          **lora_dropout_key(s.env.lora, drawn["k_env"]),
         )
         metrics.update({f"env/{ENV_METRIC_NAMES.get(k, k)}": v for k, v in env_metrics.items()})
         skipped_env = skipped_env + env_metrics["skipped"]

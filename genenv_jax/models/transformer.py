@@ -47,6 +47,14 @@ def dense(x: jax.Array, w: jax.Array) -> jax.Array:
   return y.reshape(*lead, *out)
 
 
+def project(module: nnx.Module, name: str, x: jax.Array, w: jax.Array) -> jax.Array:
+  """`dense(x, w)` for the projection `name` of `module`, plus its LoRA adapter's term (α / r)·(x A) B when it has
+  one (`module.<name>_lora`, models/lora.py); without one, exactly `dense(x, w)`."""
+  y = dense(x, w)
+  adapter = getattr(module, f"{name}_lora", None)
+  return y if adapter is None else y + adapter(x).astype(y.dtype)
+
+
 def rms_norm(x: jax.Array, scale: jax.Array, eps: float) -> jax.Array:
   """x / sqrt(mean(x², -1) + eps) * scale, in float32, cast back to x's dtype (transformers' LlamaRMSNorm)."""
   x32 = x.astype(jnp.float32)
@@ -134,9 +142,9 @@ class Attention(nnx.Module):
     in place, and attention reads that row; the updated stacked cache is returned."""
     cfg = self.config
     dt = x.dtype
-    q = dense(x, self.q_proj[...].astype(dt))
-    k = dense(x, self.k_proj[...].astype(dt))
-    v = dense(x, self.v_proj[...].astype(dt))
+    q = project(self, "q_proj", x, self.q_proj[...].astype(dt))
+    k = project(self, "k_proj", x, self.k_proj[...].astype(dt))
+    v = project(self, "v_proj", x, self.v_proj[...].astype(dt))
     if cfg.qkv_bias:
       q, k, v = q + self.q_bias[...].astype(dt), k + self.k_bias[...].astype(dt), v + self.v_bias[...].astype(dt)
     q = apply_rope(q, positions, inv_freq)
@@ -167,7 +175,7 @@ class Attention(nnx.Module):
       implementation=cfg.attention,
     ).reshape(x.shape[0], t, cfg.num_heads * cfg.head_dim)
     o_proj = self.o_proj[...].astype(dt).reshape(cfg.num_heads * cfg.head_dim, cfg.hidden_size)
-    return dense(out, o_proj), cache
+    return project(self, "o_proj", out, o_proj), cache
 
 
 class MLP(nnx.Module):
@@ -182,9 +190,9 @@ class MLP(nnx.Module):
 
   def __call__(self, x: jax.Array) -> jax.Array:
     dt = x.dtype
-    gate = jax.nn.silu(dense(x, self.gate_proj[...].astype(dt)))
-    hidden = constrain(gate * dense(x, self.up_proj[...].astype(dt)), ("batch", "length", "mlp"))
-    return dense(hidden, self.down_proj[...].astype(dt))
+    gate = jax.nn.silu(project(self, "gate_proj", x, self.gate_proj[...].astype(dt)))
+    hidden = constrain(gate * project(self, "up_proj", x, self.up_proj[...].astype(dt)), ("batch", "length", "mlp"))
+    return project(self, "down_proj", hidden, self.down_proj[...].astype(dt))
 
 
 class Block(nnx.Module):

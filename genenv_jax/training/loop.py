@@ -31,9 +31,11 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from absl import logging as absl_logging
+from flax import nnx
 
 from genenv_jax.coevolution.build import Run, build
 from genenv_jax.coevolution.step import CoevolutionState
+from genenv_jax.models import lora
 from genenv_jax.parallel import sharding as shd
 from genenv_jax.reporting.summary_report import parse_summary, phenomena
 from genenv_jax.rl.updates import last_learning_rate
@@ -204,7 +206,11 @@ def warm_start(
         save_and_stop(name, done, opt_state)
   copy = jax.jit(lambda t: jax.tree.map(jnp.copy, t))
   agent, env = models["agent"], models["env"]
-  state = state.replace(agent=agent, agent_ref=copy(agent), env=env, env_ref=copy(env))
+  if lora.has_adapters(agent) or lora.has_adapters(env):  # the warm-started model is the new base (models.lora.fold)
+    fold = lambda graphdef: jax.jit(lambda t: nnx.state(lora.fold(nnx.merge(graphdef, t))))  # noqa: E731
+    agent, env = (fold(co.agent_graphdef)(agent), fold(co.env_graphdef)(env))
+  reference = lambda m: None if lora.has_adapters(m) else copy(m)  # noqa: E731  LoRA: the base is the reference
+  state = state.replace(agent=agent, agent_ref=reference(agent), env=env, env_ref=reference(env))
   return jax.tree.map(lambda x, s: jax.device_put(x, s), state, run.state_shardings)
 
 
@@ -338,6 +344,18 @@ RESUMABLE_CHANGES = (
 # behaviour: a saved config that lacks the key reads as holding it, so that such a run still resumes.
 KEYS_ADDED_LATER = {
   "domain.answer": "value",  # 2026-12-05: the arithmetic domain's answer form (tasks/arithmetic/running.py)
+  # 2026-12-06: LoRA adapters (coevolution.settings.LoraSettings), off before
+  **{
+    f"{who}.lora.{key}": value
+    for who in ("agent", "env")
+    for key, value in (
+      ("enabled", False),
+      ("rank", 8),
+      ("alpha", 16.0),
+      ("targets", ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]),
+      ("dropout", 0.0),
+    )
+  },
 }
 
 

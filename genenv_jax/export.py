@@ -1,8 +1,10 @@
-"""CLI: python -m genenv_jax.export --workdir=RUN --out=DIR [--role=agent|env] [--overwrite]
+"""CLI: python -m genenv_jax.export --workdir=RUN --out=DIR [--role=agent|env] [--overwrite] [--lora_adapters]
 
 Writes the trained agent (or env) of a run's latest checkpoint as an HF checkpoint directory (config.json +
 safetensors) that transformers' `from_pretrained`, and so any HF-compatible server, loads. When the run used an HF
 tokenizer directory its tokenizer files are copied beside the weights; a sentencepiece `.model` is copied as is.
+A LoRA run's model is written with its adapters merged into the weights (W + (alpha / rank) A B, models.lora.merged);
+with --lora_adapters the adapters are also written apart, in peft's layout, under DIR/adapter.
 
 The checkpoint is written into a temporary directory beside DIR and renamed into place when complete. A DIR that
 exists and is not empty is refused unless --overwrite is given; it is then replaced whole, never mixed with the new
@@ -56,6 +58,13 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
       "role", "agent", ["agent", "env"], "Which of the run's two models to export.", flag_values=flag_values
     ),
     flags.DEFINE_boolean("overwrite", False, "Replace --out when it exists and is not empty.", flag_values=flag_values),
+    flags.DEFINE_boolean(
+      "lora_adapters",
+      False,
+      "A LoRA run: also write the adapters apart (peft's adapter_model.safetensors + adapter_config.json) under "
+      "OUT/adapter, beside the merged weights.",
+      flag_values=flag_values,
+    ),
   )
   flags.mark_flags_as_required(["workdir", "out"], flag_values=flag_values)
 
@@ -65,6 +74,7 @@ def main(argv: Sequence[str]) -> None:
   cli.no_arguments(argv)
   args = cli.namespace(_FLAGS)
   from genenv_jax.evaluation.agents import load_workdir  # pylint: disable=import-outside-toplevel
+  from genenv_jax.models import lora  # pylint: disable=import-outside-toplevel
   from genenv_jax.models.hf import save_hf  # pylint: disable=import-outside-toplevel
 
   out = pathlib.Path(args.out).expanduser()
@@ -73,10 +83,17 @@ def main(argv: Sequence[str]) -> None:
   if out.is_dir() and any(out.iterdir()) and not args.overwrite:
     raise ValueError(f"--out {out} is not empty; pass --overwrite to replace it, or choose a new directory")
   model, tokenizer, step = load_workdir(args.workdir, which=args.role)
+  if args.lora_adapters and lora.spec_of(model) is None:
+    raise ValueError(
+      f"--lora_adapters: the {args.role} of {args.workdir} has no LoRA adapters ({args.role}.lora was off); "
+      "export without --lora_adapters"
+    )
   out.parent.mkdir(parents=True, exist_ok=True)
   staging = pathlib.Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.export-"))
   try:
-    save_hf(model, staging)
+    save_hf(lora.merged(model), staging)  # a model without adapters is written as it is
+    if args.lora_adapters:
+      lora.save_adapters(model, staging / "adapter")
     copied = copy_tokenizer(pathlib.Path(tokenizer.path), staging)
     replace_directory(staging, out)
   except BaseException:

@@ -27,7 +27,10 @@ their projection's logical axes, so they shard as it does. Everything else here 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
+import pathlib
 from typing import Any
 
 import jax
@@ -154,7 +157,10 @@ def delta(adapter_a: jax.Array, adapter_b: jax.Array, scale: float, num_in: int)
 
 def merged(model: nnx.Module) -> nnx.Module:
   """A copy of `model` with each adapter merged into its weight, W' = W + (α / r) A B (in W's dtype), and removed:
-  a plain Transformer whose logits equal the adapted model's (the export)."""
+  a plain Transformer whose logits equal the adapted model's (the export). A model without adapters comes back as it
+  is (no copy)."""
+  if not adapters_of(model):
+    return model
   out = nnx.clone(model)
   for target, adapter in adapters_of(out).items():
     holder = _holder(out, target)
@@ -220,11 +226,6 @@ def with_dropout(model: nnx.Module, key: jax.Array) -> nnx.Module:
   return model
 
 
-def has_dropout(model_or_state: Any) -> bool:
-  """Whether any adapter of a model has dropout > 0."""
-  return isinstance(model_or_state, nnx.Module) and any(a.rate > 0 for a in adapters_of(model_or_state).values())
-
-
 def fold(model: nnx.Module) -> nnx.Module:
   """In place: each adapter merged into its weight (W <- W + (α / r) A B) and its B zeroed, so the adapters start
   again as a no-op on the new base; a model without adapters is left as it is. Returns the model."""
@@ -275,6 +276,21 @@ def peft_config(spec: LoraSpec, base_model: str = "") -> dict[str, Any]:
     "fan_in_fan_out": False,
     "inference_mode": True,
   }
+
+
+def save_adapters(model: nnx.Module, directory: str | os.PathLike, base_model: str = "") -> pathlib.Path:
+  """Writes the adapters apart, as peft saves them: `adapter_model.safetensors` (`hf_adapter_tensors`) and
+  `adapter_config.json` (`peft_config`). Raises ValueError for a model without adapters."""
+  from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
+
+  spec = spec_of(model)
+  if spec is None:
+    raise ValueError("the model has no LoRA adapters to save (LoRA was off in its run: agent.lora / env.lora)")
+  directory = pathlib.Path(directory)
+  directory.mkdir(parents=True, exist_ok=True)
+  save_file(hf_adapter_tensors(model), str(directory / "adapter_model.safetensors"))
+  (directory / "adapter_config.json").write_text(json.dumps(peft_config(spec, base_model), indent=2, sort_keys=True))
+  return directory
 
 
 def spec_of(model: nnx.Module) -> LoraSpec | None:

@@ -47,7 +47,10 @@ Ring volumes (Patarasuk & Yuan 2009): an all-gather or a reduce-scatter of an n-
     loop bodies), then 2 tensor all-reduces per layer per decode step.
 
 Memory (`train_memory`, `sampling_memory`, `state_memory`): the per-device working set of each phase, an analytic
-breakdown beside the compiled program's figure (which decides the fit). See each function for its terms.
+breakdown beside the compiled program's figure (which decides the fit). See each function for its terms. With LoRA
+(Workload.agent_lora / env_lora) the state holds no reference copy and AdamW moments for the adapters alone, and the
+update's gradients are the adapters'; its FLOPs and collectives are still counted as full fine-tuning's (an upper
+bound: the frozen weights' gradient matmuls and reduce-scatters are not run).
 """
 
 from __future__ import annotations
@@ -57,11 +60,13 @@ import functools
 from collections.abc import Mapping, Sequence
 
 from genenv_jax.models.config import REMAT_POLICIES, remat_policy  # noqa: F401 (re-exported for plan)
+from genenv_jax.models.lora import LoraSpec
 from genenv_jax.planning.costs import Chip, Shape, causal_keys, forward_flops
 
 ATTENTION = ("naive", "blockwise", "splash", "cudnn", "auto")
 ATTENTION_BLOCK = 512  # query and key block of the memory-efficient attention working set (a tile, not the sequence)
 SCORE_BYTES = 4  # attention scores and logits are float32
+ADAPTER_BYTES = 4  # LoRA adapters are float32 whatever the model's dtype (models.lora.Adapter)
 
 
 def memory_efficient(attention: str) -> bool:
@@ -392,6 +397,7 @@ def train_memory(
   remat: str,
   efficient: bool,
   logprob_chunk: int = 0,
+  gradient_bytes: float | None = None,
 ) -> dict[str, float]:
   """Per-chip working set of one forward+backward over `rows` rows (one mini-batch) beyond the state:
   checkpoints  what the backward keeps of every layer (checkpoint_elements × layers)
@@ -399,7 +405,8 @@ def train_memory(
   attention    attention_bytes, with the backward's gradients
   logits       float32 logits, probabilities and their gradient of one chunk (the whole response unchunked), vocab
                split over tensor
-  gradients    the gradients, sharded like the parameters
+  gradients    the gradients, sharded like the parameters: of every parameter, or `gradient_bytes` (a LoRA model's
+               adapters, models.lora: the frozen base gets none)
   weights      two layers' gathered weights (the one in use and the next, prefetched)."""
   per_chip = rows / mesh.batch_shards
   tokens = prompt + response
@@ -410,7 +417,7 @@ def train_memory(
     "layer": 2 * per_chip * tokens * layer_activation_elements(shape, mesh.tensor) * act,
     "attention": attention_bytes(shape, mesh.tensor, per_chip, tokens, tokens, efficient, backward=True),
     "logits": 3 * per_chip * chunk * shape.vocab / mesh.tensor * SCORE_BYTES,
-    "gradients": shape.param_bytes / (mesh.fsdp * mesh.tensor),
+    "gradients": (shape.param_bytes if gradient_bytes is None else gradient_bytes) / (mesh.fsdp * mesh.tensor),
     "weights": 2 * shape.body_params / shape.layers * act / mesh.tensor,
   }
 
@@ -439,12 +446,40 @@ def sampling_memory(
   }
 
 
-def state_memory(shapes: Sequence[Shape], mesh: MeshShape, moments: int = 2) -> dict[str, float]:
-  """Per-chip bytes of the trained parameters, their frozen references and the AdamW moments (`moments` arrays in the
-  parameters' dtype, optax's default) of each model, sharded over fsdp × tensor."""
+def lora_params(shape: Shape, spec: LoraSpec) -> int:
+  """A model's LoRA adapter parameters (models.lora): L · r · (in + out) summed over the targeted projections."""
+  h, f, q, kv = shape.hidden, shape.intermediate, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+  sides = {
+    "q_proj": h + q,
+    "k_proj": h + kv,
+    "v_proj": h + kv,
+    "o_proj": q + h,
+    "gate_proj": h + f,
+    "up_proj": h + f,
+    "down_proj": f + h,
+  }
+  return shape.layers * spec.rank * sum(sides[t] for t in spec.targets)
+
+
+def lora_bytes(shape: Shape, spec: LoraSpec | None) -> int:
+  """Bytes of a model's adapters (float32, models.lora.Adapter); 0 without LoRA."""
+  return 0 if spec is None else ADAPTER_BYTES * lora_params(shape, spec)
+
+
+def state_memory(
+  shapes: Sequence[Shape], mesh: MeshShape, moments: int = 2, adapters: Sequence[LoraSpec | None] = ()
+) -> dict[str, float]:
+  """Per-chip bytes of the parameters, the frozen references and the AdamW moments (`moments` arrays in the trained
+  parameters' dtype, optax's default) of each model, sharded over fsdp × tensor. A model with LoRA `adapters` (its
+  entry, models.lora.LoraSpec; None = full fine-tuning) keeps its base plus the adapters, no reference copy (the base
+  is the reference), and moments for the adapters alone."""
   shard = mesh.fsdp * mesh.tensor
-  params = sum(s.param_bytes for s in shapes) / shard
-  return {"parameters": params, "references": params, "optimizer": moments * params}
+  specs = tuple(adapters) + (None,) * (len(shapes) - len(adapters))
+  extra = [lora_bytes(s, spec) for s, spec in zip(shapes, specs)]
+  params = sum(s.param_bytes + x for s, x in zip(shapes, extra)) / shard
+  references = sum(s.param_bytes for s, spec in zip(shapes, specs) if spec is None) / shard
+  trained = sum(s.param_bytes if spec is None else x for s, spec, x in zip(shapes, specs, extra)) / shard
+  return {"parameters": params, "references": references, "optimizer": moments * trained}
 
 
 # ---- the step --------------------------------------------------------------------------------------------------------
@@ -467,6 +502,8 @@ class Workload:
   env_logprob_chunk: int = 0
   agent_prefill_rows: int = 0
   env_prefill_rows: int = 0
+  agent_lora: LoraSpec | None = None  # LoRA adapters (models.lora): only they train; None = every parameter
+  env_lora: LoraSpec | None = None
 
   def __post_init__(self):
     if self.agent_rows <= 0 or self.minibatches <= 0 or self.agent_rows % self.minibatches:
@@ -501,6 +538,11 @@ def _timed_sampling(
 @functools.lru_cache(maxsize=4096)
 def _timed_train(name: str, shape: Shape, mesh: MeshShape, chip: Chip, *args, **kwargs) -> Timed:
   return timed(train_cost(name, shape, mesh, *args, **kwargs), mesh.devices, chip)
+
+
+def _gradient_bytes(shape: Shape, spec: LoraSpec | None) -> float | None:
+  """The gradients' bytes of a LoRA model's update (its adapters'); None (every parameter's) without LoRA."""
+  return None if spec is None else float(lora_bytes(shape, spec))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -560,6 +602,7 @@ def analyse(
       agent_remat,
       eff,
       w.agent_logprob_chunk,
+      _gradient_bytes(agent, w.agent_lora),
     )
   )
   if w.env_rows and w.env_train:
@@ -580,10 +623,21 @@ def analyse(
       )
     )
     memory["env update"] = dict(
-      _memory(train_memory, env, mesh, w.env_rows, w.env_prompt, w.env_output, env_remat, eff, w.env_logprob_chunk)
+      _memory(
+        train_memory,
+        env,
+        mesh,
+        w.env_rows,
+        w.env_prompt,
+        w.env_output,
+        env_remat,
+        eff,
+        w.env_logprob_chunk,
+        _gradient_bytes(env, w.env_lora),
+      )
     )
   phases = tuple(phases)
-  state = state_memory((agent, env), mesh)
+  state = state_memory((agent, env), mesh, adapters=(w.agent_lora, w.env_lora))
   peak_phase = max(memory, key=lambda k: sum(memory[k].values()))
   return Analysis(
     phases=phases,

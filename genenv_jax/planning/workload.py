@@ -41,6 +41,8 @@ def workload_of(config, lengths=None):
   chunk = lambda m: int(m.get("logprob_chunk", 0) or 0)  # noqa: E731
   prefill = lambda m: int(m.sampling.get("prefill_rows", 0) or 0)  # noqa: E731
   return analytic.Workload(
+    agent_lora=lora_spec_of(a),
+    env_lora=lora_spec_of(e),
     env_rows=env_rows,
     agent_rows=(env_rows + config.pools.num_replay) * a.grpo.group_size,
     minibatches=a.grpo.minibatches,
@@ -55,6 +57,17 @@ def workload_of(config, lengths=None):
     agent_prefill_rows=prefill(a),
     env_prefill_rows=prefill(e),
   )
+
+
+def lora_spec_of(section):
+  """The LoRA adapters of a model section (agent or env: its `lora` sub-section, coevolution.settings.LoraSettings),
+  as a models.lora.LoraSpec; None when LoRA is off or the section has none (an older config)."""
+  from genenv_jax.models.lora import LoraSpec
+
+  lora = section.get("lora")
+  if not lora or not lora.get("enabled", False):
+    return None
+  return LoraSpec(int(lora.rank), float(lora.alpha), tuple(lora.targets), float(lora.get("dropout", 0.0)))
 
 
 def planning_domain(config):

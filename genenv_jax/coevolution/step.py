@@ -141,6 +141,28 @@ def lora_dropout_key(lora_settings: Any, sampling_key: jax.Array) -> dict[str, j
   return {"dropout_key": jax.random.fold_in(sampling_key, 1)}
 
 
+def minibatch_inputs(params: nnx.State, reference: Any, with_reference: Any, loss_fn: Any) -> tuple:
+  """(trained, frozen, constants, prepare, loss) of an update over mini-batches (rl.updates.minibatch_updates) that
+  trains `params` with `loss_fn`, where `with_reference(ref_params, chunk)` (or None: no KL term) adds the reference's
+  log-probs. Without LoRA adapters: (params, None, reference, with_reference, loss_fn), as ever. With them
+  (models.lora) only the adapters train: the base rides in each mini-batch as a constant (outside the gradient), and
+  the reference is the base with the adapters off, so `reference` (None) is not used."""
+  trained, frozen = lora.partition(params)  # (params, None) without adapters
+  if frozen is None:
+    return params, None, reference, with_reference, loss_fn
+  use_ref = with_reference is not None
+  constants = {"frozen": frozen, "reference": lora.reference(trained) if use_ref else None}
+
+  def prepare(c, b):
+    b = {**b, "frozen": c["frozen"]}
+    return with_reference(lora.combine(c["reference"], c["frozen"]), b) if use_ref else b
+
+  def loss(p, b):
+    return loss_fn(lora.combine(p, b["frozen"]), b)
+
+  return trained, frozen, constants, prepare, loss
+
+
 # The step's names for its update helpers' metrics (rl.updates.gradient_step, rl.grpo.grpo_loss, rl.curriculum's env
 # losses) where the helper's own name would not say what it measures; every other helper metric keeps its name under
 # "agent/" or "env/". The step's metric names are the TensorBoard tags and summary.json keys (training/log_tags.py).
@@ -304,18 +326,9 @@ class Coevolution:
       )
 
     use_ref = s.agent.grpo.kl_coef > 0
-    trained, frozen = lora.partition(agent_params)  # (agent_params, None) without adapters
-    constants, prepare, loss = (agent_ref if use_ref else None), (with_reference if use_ref else None), loss_fn
-    if frozen is not None:  # LoRA: the base rides in each mini-batch, outside the gradient
-      constants = {"frozen": frozen, "reference": lora.reference(trained) if use_ref else None}
-
-      def prepare(c, b):
-        b = {**b, "frozen": c["frozen"]}
-        return with_reference(lora.combine(c["reference"], c["frozen"]), b) if use_ref else b
-
-      def loss(p, b):
-        return loss_fn(lora.combine(p, b["frozen"]), b)
-
+    trained, frozen, constants, prepare, loss = minibatch_inputs(
+      agent_params, agent_ref if use_ref else None, with_reference if use_ref else None, loss_fn
+    )
     params, opt, metrics = minibatch_updates(
       loss,
       self.agent_optimizer,
@@ -496,15 +509,9 @@ class Coevolution:
 
     grouped, agent_out, rewards = self.rollouts(state.agent, tasks, drawn["k_agent"])
     cur = curriculum.curriculum_targets(rewards, tasks.valid, s.env.curriculum, s.domain.success_threshold)
+    dropout = lora_dropout_key(s.agent.lora, drawn["k_agent"])  # {} unless LoRA dropout is on
     agent, agent_opt, agent_metrics = self.agent_update(
-      state.agent,
-      state.agent_opt,
-      state.agent_ref,
-      grouped,
-      agent_out,
-      rewards,
-      tasks.valid,
-      **lora_dropout_key(s.agent.lora, drawn["k_agent"]),
+      state.agent, state.agent_opt, state.agent_ref, grouped, agent_out, rewards, tasks.valid, **dropout
     )
     metrics.update({f"agent/{AGENT_METRIC_NAMES.get(k, k)}": v for k, v in agent_metrics.items()})
     valid_f = tasks.valid.astype(jnp.float32)
@@ -550,15 +557,9 @@ class Coevolution:
         by_source = by_seed_source({"p_hat_mean": p_hat, "difficulty_mean": fresh.difficulty}, valid, from_base)
         metrics.update({f"curriculum/{k}": v for k, v in by_source.items()})
       if s.env.train:
+        dropout = lora_dropout_key(s.env.lora, drawn["k_env"])
         env, env_opt, env_metrics = self.env_update(
-          state.env,
-          state.env_opt,
-          state.env_ref,
-          env_prompts,
-          env_out,
-          fresh_cur,
-          valid,
-          **lora_dropout_key(s.env.lora, drawn["k_env"]),
+          state.env, state.env_opt, state.env_ref, env_prompts, env_out, fresh_cur, valid, **dropout
         )
         metrics.update({f"env/{ENV_METRIC_NAMES.get(k, k)}": v for k, v in env_metrics.items()})
         skipped_env = skipped_env + env_metrics["skipped"]

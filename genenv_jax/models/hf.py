@@ -4,7 +4,8 @@ Loading streams one tensor at a time from memory-mapped safetensors and places e
 jax.make_array_from_callback, so a process only materialises the slices its own devices hold. Both transformers 4 and
 5 config spellings are read (`rope_theta` / `rope_scaling` versus `rope_parameters`; `torch_dtype` versus `dtype`).
 Exporting writes a directory that transformers' `from_pretrained` loads. A checkpoint is read from a local directory,
-a hub id (through the hub cache) or a URL such as gs:// (`genenv_jax.models.sources`).
+a hub id (through the hub cache) or a URL such as gs:// (`genenv_jax.models.sources`), or from a local `.gguf` file
+(llama.cpp's format, dequantised to float32 as transformers does: `genenv_jax.models.gguf`).
 
 Tensor layout: HF Linear weights are [out, in]; ours are [in, ...] with heads split out (q: [embed, heads, head_dim],
 o: [heads, head_dim, embed]), so every conversion is a transpose plus a reshape.
@@ -22,7 +23,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from genenv_jax.models import safetensors_io, sources
+from genenv_jax.models import gguf, safetensors_io, sources
 from genenv_jax.models.config import ModelConfig, to_dtype
 from genenv_jax.models.transformer import Transformer
 from genenv_jax.parallel import sharding as shd
@@ -35,20 +36,26 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 def read_hf_config(directory: str | os.PathLike, dtype: str = "float32", remat: bool = False) -> ModelConfig:
   """Parses config.json into a ModelConfig, with a clear error for anything this decoder does not implement.
 
-  `directory` is a local directory, a hub id or a URL (`genenv_jax.models.sources`)."""
+  `directory` is a local directory, a hub id or a URL (`genenv_jax.models.sources`), or a local .gguf file (its
+  metadata read as config.json: `genenv_jax.models.gguf.hf_config`)."""
   return _parse_hf_config(*_read_config_json(directory), dtype=dtype, remat=remat)
 
 
 def _read_config_json(directory: str | os.PathLike) -> tuple[str, dict[str, Any]]:
-  """(the config.json's path or URL, its JSON object) of the checkpoint `directory` (resolved: `sources.resolve`)."""
+  """(the config.json's path or URL, its JSON object) of the checkpoint `directory` (resolved: `sources.resolve`); for
+  a .gguf file, (its path, the config.json transformers builds from its metadata: `gguf.hf_config`)."""
   where = sources.resolve(directory, "HF checkpoint directory")
+  if gguf.is_gguf(where):
+    return where, gguf.hf_config(gguf.read(_local_gguf(where)))
   if sources.is_url(where):
     fs, root = sources.filesystem(where)
     path, exists = f"{where.rstrip('/')}/config.json", fs.isfile(f"{root.rstrip('/')}/config.json")
     read = lambda: fs.cat_file(f"{root.rstrip('/')}/config.json").decode("utf-8")  # noqa: E731
   else:
     if not os.path.isdir(where):
-      raise FileNotFoundError(f"HF checkpoint directory {where} does not exist (a file of that name does)")
+      raise FileNotFoundError(
+        f"HF checkpoint directory {where} does not exist (a file of that name does; a checkpoint file must be a .gguf)"
+      )
     path, exists = os.path.join(where, "config.json"), os.path.isfile(os.path.join(where, "config.json"))
     read = lambda: pathlib.Path(path).read_text()  # noqa: E731
   if not exists:
@@ -58,6 +65,12 @@ def _read_config_json(directory: str | os.PathLike) -> tuple[str, dict[str, Any]
   except json.JSONDecodeError as e:
     raise ValueError(f"{path} is not valid JSON: {e}") from None
   return path, raw
+
+
+def _local_gguf(where: str) -> str:
+  if sources.is_url(where):
+    raise ValueError(f"{where}: a .gguf checkpoint is read from a local file; copy it to local disk and pass that path")
+  return where
 
 
 def _parse_hf_config(path: str, raw: Any, dtype: str, remat: bool) -> ModelConfig:
@@ -202,13 +215,17 @@ def load_hf(
 ) -> Transformer:
   """Loads an HF Llama/Qwen2 checkpoint into a Transformer, each tensor placed with its sharding.
 
-  `directory` is a local directory, a hub id (`Qwen/Qwen2.5-7B-Instruct`, through the hub cache) or a URL
-  (`gs://bucket/dir`, streamed per tensor); see `genenv_jax.models.sources`. Without a mesh, parameters go to the first
+  `directory` is a local directory, a hub id (`Qwen/Qwen2.5-7B-Instruct`, through the hub cache), a URL
+  (`gs://bucket/dir`, streamed per tensor; see `genenv_jax.models.sources`) or a local .gguf file
+  (`genenv_jax.models.gguf`). Without a mesh, parameters go to the first
   device. Raises a ValueError naming missing, unexpected or misshapen tensors.
   """
   directory = sources.resolve(directory, "HF checkpoint directory")
   config = read_hf_config(directory, dtype=dtype, remat=remat)
-  tensors = safetensors_io.open_checkpoint(directory)
+  if gguf.is_gguf(directory):
+    tensors = gguf.open_checkpoint(directory)
+  else:
+    tensors = safetensors_io.open_checkpoint(directory)
   graphdef, abstract_state = abstract_model(config)
   table = parameter_map(config)
   target_dtype = to_dtype(dtype)
@@ -220,7 +237,7 @@ def load_hf(
   missing, unexpected = sorted(expected - present), sorted(present - expected)
   if missing or unexpected:
     raise ValueError(
-      f"{directory}: checkpoint does not match its config.json "
+      f"{directory}: checkpoint does not match its {'metadata' if gguf.is_gguf(directory) else 'config.json'} "
       f"(missing tensors: {missing[:8]}{' ...' if len(missing) > 8 else ''}; "
       f"unexpected tensors: {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''})"
     )

@@ -1,7 +1,8 @@
 """Where a checkpoint or tokenizer lives: a local directory, a Hugging Face hub id, or an fsspec URL.
 
 `hf_path` and `tokenizer` name one of:
-  * a local directory (or, for a tokenizer, a sentencepiece `.model` file): used as it is;
+  * a local directory, or a local `.gguf` file (llama.cpp's format, `genenv_jax.models.gguf`: weights and tokenizer
+    in one file), or for a tokenizer a sentencepiece `.model` file: used as it is;
   * a URL with a scheme (`gs://bucket/Qwen2.5-7B-Instruct`, `s3://...`, `memory://...`): read through fsspec. Model
     weights are streamed from it one tensor at a time by byte-range reads (`safetensors_io`), so nothing is copied to
     local disk first; a tokenizer's few small files are copied to a local directory, since transformers reads local
@@ -92,6 +93,11 @@ def resolve(source: str | os.PathLike, what: str, files: Sequence[str] = MODEL_F
   local = os.path.abspath(os.path.expanduser(text))
   if os.path.exists(local):
     return local
+  if text.lower().endswith(".gguf"):  # a model file, never a hub id
+    raise FileNotFoundError(
+      f"{what} {text!r} does not exist (the local path {local}); a model file of the data manifest is fetched with "
+      "`python -m genenv_jax.data fetch NAME` (SmolLM2-135M-Instruct: `fetch smollm2`, into <data dir>/smollm2/)"
+    )
   if not is_hub_id(text):
     raise FileNotFoundError(
       f"{what} {text!r} does not exist: tried the local path {local}; it is not a hub id (ORG/NAME) either"

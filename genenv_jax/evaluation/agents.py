@@ -218,10 +218,13 @@ class ModelAgent:
 
 
 def resolve_tokenizer(model_dir: str | pathlib.Path | None, tokenizer_path: str | pathlib.Path | None) -> Tokenizer:
-  """`tokenizer_path` when given, else the model directory's own tokenizer files; a clear error when neither."""
+  """`tokenizer_path` when given, else the model directory's own tokenizer files (or a .gguf model file's own
+  tokenizer); a clear error when neither."""
   if tokenizer_path:
     return load_tokenizer(tokenizer_path)
   directory = pathlib.Path(model_dir) if model_dir else None
+  if directory is not None and directory.is_file() and directory.suffix.lower() == ".gguf":
+    return load_tokenizer(directory)
   if (
     directory is not None
     and directory.is_dir()
@@ -237,12 +240,13 @@ def resolve_tokenizer(model_dir: str | pathlib.Path | None, tokenizer_path: str 
 def load_model(
   model_dir: str | pathlib.Path, dtype: str = "float32", mesh: jax.sharding.Mesh | None = None
 ) -> Transformer:
-  """An HF Llama/Qwen2 checkpoint directory as a `Transformer` (on `mesh`, else on the first device)."""
+  """An HF Llama/Qwen2 checkpoint directory, or a .gguf file, as a `Transformer` (on `mesh`, else on the first
+  device)."""
   from genenv_jax.models.hf import load_hf  # pylint: disable=import-outside-toplevel
 
   directory = pathlib.Path(model_dir)
-  if not (directory / "config.json").is_file():
-    raise FileNotFoundError(f"--model {directory} is not an HF model directory (no config.json)")
+  if not (directory / "config.json").is_file() and not (directory.is_file() and directory.suffix.lower() == ".gguf"):
+    raise FileNotFoundError(f"--model {directory} is not an HF model directory (no config.json) nor a .gguf file")
   return load_hf(directory, dtype=dtype, mesh=mesh)
 
 

@@ -179,3 +179,13 @@ def test_truncated_or_foreign_files(tmp_path):
     gj.load_hf(cut)
   with pytest.raises(FileNotFoundError, match=r"'smollm2/absent\.gguf' does not exist .* `fetch smollm2`"):
     gj.load_hf("smollm2/absent.gguf")  # a relative .gguf path is a file, never a hub id
+
+
+def test_evaluate_takes_a_gguf_file_as_its_model_and_tokenizer(tmp_path):
+  from genenv_jax.evaluation import agents
+
+  path = write_gguf(tmp_path / "model.gguf", layers=1)
+  assert agents.load_model(path).config.num_layers == 1
+  assert agents.resolve_tokenizer(path, None).eos_ids == (2, 0)
+  with pytest.raises(FileNotFoundError, match=r"is not an HF model directory \(no config.json\) nor a .gguf file"):
+    agents.load_model(tmp_path)

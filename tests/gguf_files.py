@@ -69,8 +69,10 @@ def write_gguf(
   rope_theta: float = 10000.0,
   tokenizer: bool = True,
   pre: str = "default",
+  edit=None,
 ) -> pathlib.Path:
-  """A random model of `arch` ('llama', 'qwen2', or another name for the error cases) written as a GGUF file."""
+  """A random model of `arch` ('llama', 'qwen2', or another name for the error cases) written as a GGUF file;
+  `edit(writer)` adds metadata or tensors of its own."""
   types = types or (QWEN2_TYPES if arch == "qwen2" else LLAMA_TYPES)
   rng = np.random.default_rng(seed)
   normal = lambda *shape: rng.normal(0.0, 0.1, size=shape).astype(np.float32)  # noqa: E731
@@ -121,6 +123,8 @@ def write_gguf(
     _add(writer, f"blk.{i}.ffn_gate.weight", normal(intermediate, hidden), types["gate"])
     _add(writer, f"blk.{i}.ffn_up.weight", normal(intermediate, hidden), types["up"])
     _add(writer, f"blk.{i}.ffn_down.weight", normal(hidden, intermediate), types["down"])
+  if edit is not None:
+    edit(writer)
   writer.write_header_to_file()
   writer.write_kv_data_to_file()
   writer.write_tensors_to_file()

@@ -145,6 +145,22 @@ def test_architecture_outside_llama_and_qwen2(tmp_path):
   )
 
 
+def test_rope_scaling(tmp_path):
+  def linear(w):
+    w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+    w.add_rope_scaling_factor(4.0)
+
+  assert gj.read_hf_config(write_gguf(tmp_path / "linear.gguf", layers=1, edit=linear)).rope_scaling == ("linear", 4.0)
+  yarn = write_gguf(tmp_path / "yarn.gguf", layers=1, edit=lambda w: w.add_rope_scaling_type(gguf.RopeScalingType.YARN))
+  with pytest.raises(ValueError, match=r"yarn\.gguf has llama\.rope\.scaling\.type = 'yarn': rope scaling other than "):
+    gj.load_hf(yarn)
+  freqs = write_gguf(
+    tmp_path / "l3.gguf", layers=1, edit=lambda w: w.add_tensor("rope_freqs.weight", np.ones(8, np.float32))
+  )
+  with pytest.raises(ValueError, match=r"l3\.gguf has a rope_freqs\.weight tensor: .* pass the model's HF checkpoint"):
+    gj.load_hf(freqs)
+
+
 def test_unsupported_quantisation(tmp_path):
   path = tmp_path / "k.gguf"
   writer = gguf.GGUFWriter(str(path), "llama")

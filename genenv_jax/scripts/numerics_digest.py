@@ -1,0 +1,140 @@
+"""Digests of the demo's numerics that agree on every x86 CPU: the warm-started state and the state after each of the
+first co-evolution steps, computed under XLA:CPU's portable pipeline.
+
+  python -m genenv_jax.scripts.numerics_digest [--config=configs/default.py[:VARIANT]] [--agent_steps=100]
+      [--env_steps=20] [--steps=10] [--set key=value ...]
+
+Prints one JSON line: {"warm_start": sha, "steps": [sha after step 1, ..., after step N], "flags": XLA_FLAGS}.
+
+Why. XLA's default CPU pipeline picks kernels by the CPU it runs on (YNNPACK's dot fusions, vector widths), so the
+same commit trains to other bits on another machine: the demo's warm-started agent ended at an SFT loss of 0.099 on
+an AVX2 host and at 0.044 with the same code capped to SSE4.2 (docs/EXPERIMENTS.md, "The demo across machines"). A
+bit-exact guard against silent drift must not depend on the CPU, so this runs the demo's own code (its config, its
+warm start `training.loop.warm_start`, its jitted step) under `cpu_pipeline.PORTABLE` + `CHEAPEST` on one CPU device,
+in a process of its own: the flags are read when JAX starts its backends, so this module sets XLA_FLAGS before it
+imports JAX, and refuses to run in a process that already started JAX with other flags.
+
+The warm start is shortened (`--agent_steps`, `--env_steps`): the guard is for the code's numerics, which every SFT
+step runs, not for the demo's 2,000 steps. `state_digest` hashes every leaf of the state (both models, both
+references, both optimizers, the pools, the PRNG key) with its shape and dtype, so any change in any bit shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from genenv_jax.parallel import cpu_pipeline  # imports no jax
+
+DIGEST_FLAGS = " ".join(
+  [
+    "--xla_force_host_platform_device_count=1",
+    cpu_pipeline.as_xla_flags(cpu_pipeline.CHEAPEST),
+    cpu_pipeline.as_xla_flags(cpu_pipeline.PORTABLE),
+  ]
+)
+"""The XLA_FLAGS the digests are taken under: one CPU device, the cheapest compile, the portable numerics."""
+
+
+def state_digest(state) -> str:
+  """sha256 over the state's tree structure and every leaf's shape, dtype and bytes (host order)."""
+  import jax
+  import numpy as np
+
+  leaves, treedef = jax.tree.flatten(state)
+  h = hashlib.sha256(str(treedef).encode())
+  for leaf in leaves:
+    a = np.asarray(jax.device_get(leaf))
+    h.update(f"{a.shape}{a.dtype}".encode())
+    h.update(np.ascontiguousarray(a).tobytes())
+  return h.hexdigest()
+
+
+def _override(config, assignment: str) -> None:
+  """`key.sub=value` on an ml_collections config, as `--config.key.sub=value` would set it: the value is read as a
+  Python literal where it is one (2e-4, (0.25, 0.5, 0.25), True), else kept as text, then cast to the setting's type."""
+  key, sep, text = assignment.partition("=")
+  if not sep:
+    raise SystemExit(f"--set {assignment!r}: expected key=value, e.g. --set agent.optimizer.lr=2e-4")
+  try:
+    value = ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    value = text
+  *path, last = key.split(".")
+  node = config
+  for part in path:
+    if part not in node:
+      raise SystemExit(f"--set {assignment!r}: the config has no section {part!r}")
+    node = node[part]
+  if last not in node:
+    raise SystemExit(f"--set {assignment!r}: the config has no setting {key!r}")
+  old = node[last]
+  if isinstance(old, (bool, int, float, tuple)) and not isinstance(value, str):
+    value = type(old)(value)
+  with config.unlocked():
+    node[last] = value
+
+
+def digests(config, agent_steps: int, env_steps: int, steps: int) -> dict:
+  """The warm-started state's digest and the digest after each of `steps` jitted steps, on one device."""
+  import jax
+
+  from genenv_jax.coevolution.build import build
+  from genenv_jax.training.loop import warm_start
+
+  config.warm_start.agent_steps = agent_steps
+  config.warm_start.env_steps = env_steps
+  run, state = build(config, devices=jax.devices()[:1])
+  state = warm_start(run, state, config.seed, log=lambda *_: None)
+  out = {"warm_start": state_digest(state), "steps": []}
+  step = run.coevolution.jit_step(run.state_shardings)
+  with jax.set_mesh(run.mesh):
+    for _ in range(steps):
+      state, _ = step(state)
+      out["steps"].append(state_digest(state))
+  return out
+
+
+def _load_config(spec: str):
+  import importlib.util
+
+  path, _, variant = spec.partition(":")
+  module_spec = importlib.util.spec_from_file_location("digest_config", path)
+  if module_spec is None or not os.path.isfile(path):
+    raise SystemExit(f"--config {spec!r}: no config file at {path!r}")
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  return module.get_config(variant)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--config", default="configs/default.py", help="config file[:variant]")
+  parser.add_argument("--agent_steps", type=int, default=100, help="the agent's warm-start SFT steps")
+  parser.add_argument("--env_steps", type=int, default=20, help="the env's warm-start SFT steps")
+  parser.add_argument("--steps", type=int, default=10, help="co-evolution steps after the warm start")
+  parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override")
+  args = parser.parse_args(argv)
+  if "jax" in sys.modules:
+    import jax
+
+    if jax._src.xla_bridge.backends_are_initialized() and os.environ.get("XLA_FLAGS") != DIGEST_FLAGS:
+      raise SystemExit("numerics_digest must run in a process of its own: JAX already started with other XLA_FLAGS")
+  os.environ["XLA_FLAGS"] = DIGEST_FLAGS
+  os.environ["JAX_PLATFORMS"] = "cpu"
+  config = _load_config(args.config)
+  for assignment in args.set:
+    _override(config, assignment)
+  out = digests(config, args.agent_steps, args.env_steps, args.steps)
+  out["flags"] = DIGEST_FLAGS
+  print(json.dumps(out))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -236,10 +236,11 @@ class Coevolution:
     response_mask,
     with_entropy: bool = False,
     dropout_key: jax.Array | None = None,
+    entropy_gradient: bool = True,
   ):
     """log π of the response (and its entropy) under the policy that sampled it: its temperature, vocabulary limit,
     top-k and top-p (rl.logprobs), so an on-policy ratio is 1. `dropout_key`: a training forward, with LoRA dropout
-    (models.lora.with_dropout)."""
+    (models.lora.with_dropout). `entropy_gradient=False`: the entropy is a metric only (rl.logprobs)."""
     model = nnx.merge(graphdef, params)
     return response_logprobs(
       model if dropout_key is None else lora.with_dropout(model, dropout_key),
@@ -250,6 +251,7 @@ class Coevolution:
       with_entropy,
       policy=sampling_params,
       chunk_size=chunk_size,
+      entropy_gradient=entropy_gradient,
     )
 
   def agent_update(
@@ -307,6 +309,7 @@ class Coevolution:
         response=b["response"],
         response_mask=b["response_mask"],
         with_entropy=True,
+        entropy_gradient=s.agent.grpo.entropy_coef != 0,  # else the entropy is a metric, outside the gradient
         **({"dropout_key": jax.random.wrap_key_data(b["dropout_key"][0])} if "dropout_key" in b else {}),
       )
       return grpo.grpo_loss(

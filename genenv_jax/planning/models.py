@@ -38,6 +38,22 @@ KNOWN_MODELS = {
     head_dim=128,
     tie_word_embeddings=False,
   ),
+  # HuggingFaceTB/SmolLM2-135M-Instruct, a llama: no q/k/v bias, RoPE θ 1e5, eps 1e-5 (its config.json and GGUF agree)
+  "smollm2-135m": dict(
+    vocab_size=49152,
+    hidden_size=576,
+    intermediate_size=1536,
+    num_layers=30,
+    num_heads=9,
+    num_kv_heads=3,
+    head_dim=64,
+    tie_word_embeddings=True,
+    rope_theta=1e5,
+    qkv_bias=False,
+    max_position_embeddings=8192,
+    rms_norm_eps=1e-5,
+    architecture="LlamaForCausalLM",
+  ),
 }
 _QWEN = dict(
   rope_theta=1e6, qkv_bias=True, max_position_embeddings=32768, rms_norm_eps=1e-6, architecture="Qwen2ForCausalLM"

@@ -8,7 +8,13 @@ from flax import nnx
 
 from genenv_jax.models.config import ModelConfig
 from genenv_jax.models.transformer import Transformer
-from genenv_jax.rl.logprobs import chunked_token_logprobs, policy_temperature, response_logprobs, scored_policy
+from genenv_jax.rl.logprobs import (
+  chunked_token_logprobs,
+  policy_temperature,
+  response_logprobs,
+  row_chunks,
+  scored_policy,
+)
 from genenv_jax.sampling import sampler
 
 VOCAB = 37
@@ -95,6 +101,96 @@ def test_chunked_backward_peak_is_one_chunk_of_logits():
   assert unchunked >= full_logits  # the measure sees the [B, R, V] float32 logits when they exist
   assert chunk8 < full_logits / 4, (chunk8, unchunked)
   assert 3 * chunk8 < chunk32 < full_logits / 2, (chunk8, chunk32)  # linear in the chunk
+
+
+def test_row_chunks_is_the_fewest_dividing_split_under_the_bound():
+  assert row_chunks(128, 16, 49152, 2**24) == 8  # 16 rows x 16 positions x 49,152 = 12.6M logits a chunk
+  assert row_chunks(128, 16, 49152, 2**30) == 1
+  assert row_chunks(480, 4, 64, 2**24) == 1  # the tiny demo: one chunk, the plain computation
+  assert row_chunks(12, 4, 10, 100) == 6  # 2 rows (80 logits) fit, 3 (120) do not; 5 does not divide 12
+  assert row_chunks(12, 4, 10, 10) == 12  # not one row fits: one row a chunk
+  assert row_chunks(32, 512, 152064, 2**24, shards=32) == 1  # one row per device: nothing to split
+  assert row_chunks(64, 4, 1000, 8000, shards=4) == 8  # per shard: 16 rows -> 2 a chunk
+  assert row_chunks(30, 4, 1000, 8000, shards=4) == 1  # rows that do not split over the shards are not split
+
+
+@pytest.mark.parametrize(
+  "chunk,max_logits", [(11, 2 * 11 * VOCAB), (4, 4 * VOCAB), (1, 1), (64, 3 * 11 * VOCAB - 1)], ids=str
+)
+@pytest.mark.parametrize("entropy_gradient", [True, False])
+def test_row_chunked_matches_unchunked_values_and_gradients(chunk, max_logits, entropy_gradient):
+  """Rows split by max_chunk_logits (alone or with position chunks) give the naive values and gradients; with
+  entropy_gradient=False the entropy's values are the same and it adds nothing to the gradient."""
+  hidden, head, targets = _inputs(b=6)
+  w = jax.random.normal(jax.random.key(5), targets.shape)
+  u = jax.random.normal(jax.random.key(6), targets.shape)
+
+  def grads(fn):
+    def f(h, hw):
+      logp, ent = fn(h, hw)
+      return (w * logp).sum() + (u * ent).sum()
+
+    return jax.value_and_grad(f, argnums=(0, 1))
+
+  def chunked(h, hw):
+    return chunked_token_logprobs(
+      h,
+      hw,
+      targets,
+      temperature=0.7,
+      chunk_size=chunk,
+      with_entropy=True,
+      entropy_gradient=entropy_gradient,
+      max_chunk_logits=max_logits,
+    )
+
+  def naive(h, hw):
+    logp, ent = _naive(h, hw, targets, 0.7)
+    return logp, (ent if entropy_gradient else jax.lax.stop_gradient(ent))
+
+  got, want = jax.jit(chunked)(hidden, head), naive(hidden, head)
+  np.testing.assert_allclose(got[0], want[0], atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(got[1], want[1], atol=1e-5, rtol=1e-5)
+  (val_c, grads_c), (val_n, grads_n) = jax.jit(grads(chunked))(hidden, head), grads(naive)(hidden, head)
+  np.testing.assert_allclose(val_c, val_n, rtol=1e-5)
+  for gc, gn in zip(grads_c, grads_n, strict=True):
+    np.testing.assert_allclose(gc, gn, atol=1e-5, rtol=1e-5)
+
+
+def test_entropy_as_a_metric_keeps_the_values_bit_for_bit():
+  hidden, head, targets = _inputs(b=6)
+  kw = dict(temperature=0.7, chunk_size=4, with_entropy=True)
+  on = jax.jit(lambda h: chunked_token_logprobs(h, head, targets, **kw))(hidden)
+  off = jax.jit(lambda h: chunked_token_logprobs(h, head, targets, entropy_gradient=False, **kw))(hidden)
+  for a, b in zip(on, off, strict=True):
+    np.testing.assert_array_equal(a, b)
+
+
+def _loss_temp_bytes(hidden, head, targets, **kw):
+  """The compiled forward + backward's temporaries of a GRPO-like loss over chunked_token_logprobs with entropy."""
+
+  def f(h, hw):
+    logp, ent = chunked_token_logprobs(h, hw, targets, with_entropy=True, **kw)
+    return logp.sum() + 0.0 * ent.sum()
+
+  return jax.jit(jax.grad(f, argnums=(0, 1))).lower(hidden, head).compile().memory_analysis().temp_size_in_bytes
+
+
+def test_many_short_rows_peak_at_one_row_chunk_of_logits():
+  """128 rows x 4 positions over 8,192 words, the shape of a GRPO batch of short answers over a large vocabulary:
+  with max_chunk_logits the backward's temporaries are a few copies of one row chunk's logits (16 rows here), not of
+  the batch's [B, R, V] (16 MiB), which the position chunks alone (R <= chunk_size: one chunk) left whole. The
+  entropy as a metric holds less again."""
+  b, r, e, v = 128, 4, 16, 8192
+  hidden, head, targets = _inputs(b, r, e, v)
+  full, rows16 = b * r * v * 4, 16 * r * v
+  whole = _loss_temp_bytes(hidden, head, targets, max_chunk_logits=b * r * v)
+  split = _loss_temp_bytes(hidden, head, targets, max_chunk_logits=rows16)
+  metric = _loss_temp_bytes(hidden, head, targets, max_chunk_logits=rows16, entropy_gradient=False)
+  assert whole >= 3 * full, whole  # the batch's logits, several copies at once
+  small = 4 * (hidden.size + head.size) * 4  # gradients of the hidden states and the head, and their inputs
+  assert split <= 5 * rows16 * 4 + small, (split, rows16 * 4)
+  assert metric < 0.6 * split, (metric, split)  # the entropy's softmax is not kept for the backward
 
 
 def _model(vocab=53, seed=0):

@@ -34,12 +34,24 @@ from typing import Any, Callable, Iterable, Mapping
 
 import ml_collections
 
-from genenv_jax.coevolution.step import ENV_OBJECTIVES, ENV_POOL_ADMITS, MODES
+from genenv_jax.benchmarks.registry import ARITHMETIC_ANSWERS, DOMAINS
+from genenv_jax.models.attention import IMPLEMENTATIONS
+from genenv_jax.models.config import DTYPES, REMAT_POLICIES, ModelConfig
 from genenv_jax.models.lora import TARGETS as LORA_TARGETS
 from genenv_jax.models.lora import LoraSpec
-from genenv_jax.rl.curriculum import KL_CAP_MODES
+from genenv_jax.rl.curriculum import ENV_OBJECTIVES, KL_CAP_MODES, PG
 from genenv_jax.rl.grpo import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS
 from genenv_jax.sampling.sampler import SamplingParams
+from genenv_jax.tasks.arithmetic.domain import VERIFIERS, ArithmeticDomain
+
+# The step's typed choices (the step dispatches on them; coevolution/step.py imports them from here).
+MODES = ("coevolve", "static", "grpo")
+COEVOLVE, STATIC, GRPO = MODES
+# coevolve: the env writes tasks every step (GenEnv); static: the env writes once, before training, then only replay;
+# grpo: plain GRPO on replayed seed tasks, no env.
+ENV_POOL_ADMITS = ("band", "valid")
+BAND, VALID = ENV_POOL_ADMITS
+# band: only fresh tasks whose p̂ lies in the α band join D_env (GenEnv); valid: every valid fresh task, with its p̂.
 
 
 class SettingsError(ValueError):
@@ -71,6 +83,14 @@ def unit(v: Any) -> bool:
 
 def boolean(v: Any) -> bool:
   return isinstance(v, bool)
+
+
+def is_text(v: Any) -> bool:
+  return isinstance(v, str)
+
+
+def remat_setting(v: Any) -> bool:
+  return isinstance(v, bool) or v in REMAT_POLICIES
 
 
 def count(minimum: int) -> Callable[[Any], bool]:
@@ -127,13 +147,19 @@ class Section:
 
   @classmethod
   def problems_of(cls, values: Mapping[str, Any], path: str = "") -> list[str]:
-    """Every bad value among `values` (field -> value), each named by its config key (`path` + field)."""
+    """Every bad value among `values` (field -> value), each named by its config key (`path` + field); the
+    constraints between fields once each field passes its own test."""
+    return cls.field_problems(values, path) or cls.constraints(values, path)
+
+  @classmethod
+  def field_problems(cls, values: Mapping[str, Any], path: str = "") -> list[str]:
+    """The values among `values` that fail their field's own test."""
     out = []
     for f in dataclasses.fields(cls):
       test = f.metadata.get("test")
       if test is not None and f.name in values and not test(values[f.name]):
         out.append(f"{path}{f.name} = {values[f.name]!r}: must be {f.metadata['allowed']}")
-    return out or cls.constraints(values, path)
+    return out
 
   @classmethod
   def constraints(cls, values: Mapping[str, Any], path: str) -> list[str]:
@@ -174,7 +200,8 @@ def _read(
       continue
     bad_parts |= part is None
     values[f.name] = part
-  if bad_parts:
+  if bad_parts:  # this section's own fields still checked; its constraints need every part
+    out.extend(cls.field_problems(values, path))
     return None
   found = cls.problems_of(values, path)
   out.extend(found)
@@ -261,6 +288,68 @@ class DomainSettings(Section):
   success_threshold: float = setting(0.5, unit, "a number in [0, 1] (R_agent >= it counts as a success for p̂)")
 
 
+ARITHMETIC = {f.name: f.default for f in dataclasses.fields(ArithmeticDomain) if f.init and f.name != "tokenizer"}
+LENGTH = "an integer >= 0 (0 = what the longest task needs)"
+
+
+@dataclasses.dataclass(frozen=True)
+class DomainSection(DomainSettings):
+  """The whole domain section (config.domain): which domain, and the arithmetic domain's grammar, seeds and lengths
+  (tasks.arithmetic.domain.ArithmeticDomain, whose own defaults these are; benchmarks.registry.build_domain builds
+  the domain from the section). A benchmark domain (configs/tools.py) has its own keys (data_dir, spec_len, its
+  family's options), which its family checks; the arithmetic keys do not apply to it."""
+
+  name: str = setting("arithmetic", *choice(DOMAINS))
+  # value: the expression's value (ArithmeticDomain); running: the last digit of every running sum
+  # (tasks/arithmetic/running.py)
+  answer: str = setting(ARITHMETIC_ANSWERS[0], *choice(ARITHMETIC_ANSWERS))
+  verifier: str = setting(ARITHMETIC["verifier"], *choice(VERIFIERS))  # jax: on device; host: Python callbacks
+  min_operands: int = setting(ARITHMETIC["min_operands"], count(2), "an integer >= 2")
+  max_operands: int = setting(ARITHMETIC["max_operands"], count(2), "an integer >= 2")
+  max_digits: int = setting(ARITHMETIC["max_digits"], count(1), "an integer >= 1")
+  operators: str = setting(ARITHMETIC["operators"], is_text, "a string of operators (a subset of '+-*')")
+  bound: int = setting(ARITHMETIC["bound"], count(1), "an integer >= 1")
+  seed_max_difficulty: int = setting(ARITHMETIC["seed_max_difficulty"], count(0), "an integer >= 0 (0 = every level)")
+  seed_decay: float = setting(ARITHMETIC["seed_decay"], positive, "a number > 0")
+  num_seeds: int = setting(ARITHMETIC["num_seeds"], count(0), "an integer >= 0")
+  num_heldout: int = setting(ARITHMETIC["num_heldout"], count(1), "an integer >= 1")
+  agent_prompt_len: int = setting(0, count(0), LENGTH)
+  agent_answer_len: int = setting(0, count(0), LENGTH)
+  env_prompt_len: int = setting(0, count(0), LENGTH)
+  env_output_len: int = setting(0, count(0), LENGTH)
+
+  @classmethod
+  def constraints(cls, values, path):
+    lo, hi = values.get("min_operands", cls.min_operands), values.get("max_operands", cls.max_operands)
+    return [f"{path}max_operands = {hi}: must be >= {path}min_operands ({lo})"] if hi < lo else []
+
+  @property
+  def lengths(self) -> dict[str, int]:
+    """The four lengths (0 = what the longest task needs)."""
+    return {k: getattr(self, k) for k in ("agent_prompt_len", "agent_answer_len", "env_prompt_len", "env_output_len")}
+
+
+def mesh_size(v: Any) -> bool:
+  return is_int(v) and (v == -1 or v >= 1)
+
+
+MESH_SIZE = "an integer >= 1, or -1 (every remaining device)"
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshSettings(Section):
+  """The device mesh (parallel.sharding.make_mesh): data parallel, fully-sharded data parallel, tensor parallel; one
+  size may be -1, every device the others leave."""
+
+  data: int = setting(-1, mesh_size, MESH_SIZE)
+  fsdp: int = setting(1, mesh_size, MESH_SIZE)
+  tensor: int = setting(1, mesh_size, MESH_SIZE)
+
+  @property
+  def sizes(self) -> dict[str, int]:
+    return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
 def lora_targets(v: Any) -> bool:
   """Distinct projection names, at least one, each one models.lora knows."""
   return isinstance(v, tuple) and bool(v) and all(t in LORA_TARGETS for t in v) and len(set(v)) == len(v)
@@ -290,10 +379,75 @@ class LoraSettings(Section):
     return LoraSpec(self.rank, float(self.alpha), self.targets, float(self.dropout)) if self.enabled else None
 
 
+# the model fields that describe a random decoder's shape: an HF checkpoint brings its own (its config.json)
+SHAPE_FIELDS = (
+  "vocab_size",
+  "hidden_size",
+  "intermediate_size",
+  "num_layers",
+  "num_heads",
+  "num_kv_heads",
+  "head_dim",
+  "rope_theta",
+  "qkv_bias",
+  "tie_word_embeddings",
+  "max_position_embeddings",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSettings(Section):
+  """A model (agent.model, env.model): a local HF checkpoint (`hf_path`), or a random Llama-style decoder of the shape
+  below (models.config.ModelConfig, built by `model_config`). With `hf_path` set, the checkpoint's config.json gives
+  the shape and only `dtype`, `remat` and `attention` apply. Defaults: the CPU demo's ~0.15M-parameter decoder
+  (configs/default.py), head_dim = hidden_size / num_heads."""
+
+  hf_path: str = setting("", is_text, "a checkpoint directory, hub id or URL ('' = a random model of the shape below)")
+  arch: str = setting("", is_text, "a known checkpoint's name (planning.models.KNOWN_MODELS, read by plan only) or ''")
+  vocab_size: int = setting(0, count(0), "an integer >= 0 (0 = the tokenizer's vocabulary)")
+  hidden_size: int = setting(64, count(1), "an integer >= 1")
+  intermediate_size: int = setting(256, count(1), "an integer >= 1")
+  num_layers: int = setting(2, count(1), "an integer >= 1")
+  num_heads: int = setting(4, count(1), "an integer >= 1")
+  num_kv_heads: int = setting(2, count(1), "an integer >= 1")
+  head_dim: int = setting(16, count(1), "an integer >= 1")
+  rope_theta: float = setting(10000.0, positive, "a number > 0")
+  qkv_bias: bool = setting(False, boolean, "true or false (biases on the q, k, v projections: Qwen2)")
+  tie_word_embeddings: bool = setting(True, boolean, "true or false (the LM head is the embedding)")
+  max_position_embeddings: int = setting(256, count(1), "an integer >= 1")
+  dtype: str = setting("float32", *choice(DTYPES))  # parameters and compute
+  remat: Any = setting("none", remat_setting, "true, false or one of " + ", ".join(REMAT_POLICIES))
+  # auto: TPU splash, GPU cudnn, CPU blockwise (models.attention)
+  attention: str = setting("auto", *choice(IMPLEMENTATIONS))
+
+  @classmethod
+  def field_problems(cls, values, path=""):
+    """An HF checkpoint's shape is its config.json's: the shape fields are not checked then."""
+    if values.get("hf_path"):
+      values = {k: v for k, v in values.items() if k not in SHAPE_FIELDS}
+    return super().field_problems(values, path)
+
+  @classmethod
+  def constraints(cls, values, path):
+    if values.get("hf_path"):
+      return []
+    heads, kv = values.get("num_heads", cls.num_heads), values.get("num_kv_heads", cls.num_kv_heads)
+    if heads % kv:
+      return [f"{path}num_heads = {heads}: must be a multiple of {path}num_kv_heads ({kv})"]
+    return []
+
+  def model_config(self, vocab_size: int) -> ModelConfig:
+    """The ModelConfig of the random decoder of this shape (`vocab_size`: the tokenizer's, unless set here)."""
+    shape = {k: getattr(self, k) for k in SHAPE_FIELDS}
+    shape["vocab_size"] = int(self.vocab_size or vocab_size)
+    return ModelConfig(**shape, param_dtype=self.dtype, dtype=self.dtype, remat=self.remat, attention=self.attention)
+
+
 @dataclasses.dataclass(frozen=True)
 class AgentSettings(Section):
-  """The agent: its sampling (the sampler's SamplingParams), log-prob chunking, GRPO, optimizer and LoRA."""
+  """The agent: its model, its sampling (the sampler's SamplingParams), log-prob chunking, GRPO, optimizer and LoRA."""
 
+  model: ModelSettings = section(ModelSettings)
   sampling: SamplingParams = sampling_field(max_new_tokens=8)
   logprob_chunk: int = setting(512, count(1), "an integer >= 1")  # response positions per LM-head chunk
   grpo: GrpoSettings = section(GrpoSettings)
@@ -307,10 +461,15 @@ class EnvSettings(Section):
 
   kl_coef 0.001: KL(π_env ‖ π_env,init) on its task tokens, weak so that the env keeps pace with the agent (DESIGN.md,
   "The method"); max_kl 0.05 nats/token per update, scaled (rl.curriculum.kl_cap_scale), guards its
-  stability instead."""
+  stability instead.
 
+  The env's losses (rl.curriculum: RWR's KL term, PG's clipped surrogate) use the agent's `agent.grpo.clip_low`,
+  `clip_high` and `kl_estimator`: one clip range and one KL estimator per run, as in GenEnv's official code (one
+  veRL actor config for both models); `Settings.env_loss` names them."""
+
+  model: ModelSettings = section(ModelSettings)
   train: bool = setting(True, boolean, "true or false (false: GenEnv-Random, the env samples but never learns)")
-  objective: str = setting("rwr", *choice(ENV_OBJECTIVES))
+  objective: str = setting(ENV_OBJECTIVES[0], *choice(ENV_OBJECTIVES))
   sampling: SamplingParams = sampling_field(max_new_tokens=16)
   logprob_chunk: int = setting(512, count(1), "an integer >= 1")
   num_seeds: int = setting(8, count(1), "an integer >= 1 (env prompts per step)")
@@ -325,7 +484,7 @@ class EnvSettings(Section):
   @classmethod
   def constraints(cls, values, path):
     k = values.get("samples_per_seed", cls.samples_per_seed)
-    if values.get("objective", cls.objective) == "pg" and k < 2:
+    if values.get("objective", cls.objective) == PG and k < 2:
       return [f"{path}samples_per_seed = {k}: the 'pg' objective needs >= 2 (a group per seed)"]
     return []
 
@@ -339,7 +498,7 @@ class PoolSettings(Section):
   num_replay: int = setting(0, count(0), "an integer >= 0 (tasks re-drawn from D_train per step)")
   replay_mix: tuple[float, float, float] = setting((0.5, 0.25, 0.25), mix, MIX, convert=tuple)  # base, old, new
   env_seed_mix: tuple[float, float, float] = setting((0.5, 0.25, 0.25), mix, MIX, convert=tuple)
-  env_admits: str = setting("band", *choice(ENV_POOL_ADMITS))  # which fresh tasks join D_env
+  env_admits: str = setting(BAND, *choice(ENV_POOL_ADMITS))  # which fresh tasks join D_env
   new_window: int = setting(1, count(1), "an integer >= 1")
   keep_seeds: bool = setting(True, boolean, "true or false")
   static_rounds: int = setting(8, count(1), "an integer >= 1")
@@ -378,10 +537,24 @@ class WarmStartSettings(Section):
 
 @dataclasses.dataclass(frozen=True)
 class Settings(Section):
-  """The whole tree the step, the warm start, the loop and the logs read (module docstring)."""
+  """The whole tree the step, the warm start, the loop, plan and the logs read (module docstring). The run's schedule
+  and checkpoints are top-level keys: `total_steps` co-evolution steps, logged every `log_every`, evaluated every
+  `eval_every`, checkpointed every `checkpoint_every` (the last `max_checkpoints` kept)."""
 
-  mode: str = setting("coevolve", *choice(MODES))
-  domain: DomainSettings = section(DomainSettings)
+  seed: int = setting(0, count(0), "an integer >= 0")
+  total_steps: int = setting(200, count(1), "an integer >= 1")
+  checkpoint_every: int = setting(50, count(1), "an integer >= 1")
+  eval_every: int = setting(25, count(1), "an integer >= 1")
+  log_every: int = setting(5, count(1), "an integer >= 1")
+  max_checkpoints: int = setting(2, count(1), "an integer >= 1")
+  # resume a workdir whose run had another config (training.loop.RESUMABLE_CHANGES lists what needs no permission)
+  allow_config_change: bool = setting(False, boolean, "true or false")
+  distributed: bool = setting(False, boolean, "true or false (call jax.distributed.initialize: multi-host pods)")
+  tokenizer: str = setting("", is_text, "an HF tokenizer directory, or '' (the shipped arithmetic sentencepiece model)")
+  slice: str = setting("", is_text, "a Cloud TPU slice name (e.g. 'v5p-64', what plan plans for), or ''")
+  mode: str = setting(COEVOLVE, *choice(MODES))
+  mesh: MeshSettings = section(MeshSettings)
+  domain: DomainSection = section(DomainSection)
   agent: AgentSettings = section(AgentSettings)
   env: EnvSettings = section(EnvSettings)
   pools: PoolSettings = section(PoolSettings)
@@ -394,7 +567,7 @@ class Settings(Section):
     mode, agent, env, pools = (values.get(k) for k in ("mode", "agent", "env", "pools"))
     if not (agent and env and pools):
       return out
-    env_rows = env.num_seeds * env.samples_per_seed if mode == "coevolve" else 0
+    env_rows = env.num_seeds * env.samples_per_seed if mode == COEVOLVE else 0
     agent_rows = (env_rows + pools.num_replay) * agent.grpo.group_size
     if agent_rows == 0:
       out.append(
@@ -417,7 +590,13 @@ class Settings(Section):
   @property
   def num_fresh(self) -> int:
     """Env tasks written per step (0 unless the mode co-evolves)."""
-    return self.env.num_seeds * self.env.samples_per_seed if self.mode == "coevolve" else 0
+    return self.env.num_seeds * self.env.samples_per_seed if self.mode == COEVOLVE else 0
+
+  @property
+  def env_loss(self) -> tuple[float, float, str]:
+    """(clip_low, clip_high, kl_estimator) of the env's losses: the agent's (EnvSettings says why)."""
+    g = self.agent.grpo
+    return g.clip_low, g.clip_high, g.kl_estimator
 
 
 def problems(config: ml_collections.ConfigDict, fixed: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:

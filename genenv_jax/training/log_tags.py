@@ -40,6 +40,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from genenv_jax.coevolution.settings import Settings
+from genenv_jax.rl.curriculum import RWR
 
 # Which of the step's metrics are logged when (step_scalars). Logged whenever the step produces them:
 ALWAYS = (
@@ -204,7 +205,7 @@ def env_updated(metrics: Mapping[str, Any], settings: Settings) -> bool:
   """Whether this step updated the env: RWR needs a kept task (one in the band); GRPO on R_env, a valid task."""
   if not (settings.num_fresh and settings.env.train) or "env/grad_norm_before_clip" not in metrics:
     return False
-  if settings.env.objective == "rwr":
+  if settings.env.objective == RWR:
     return float(metrics.get("env/num_kept", 0.0)) > 0
   return float(metrics.get("curriculum/invalid_frac", 1.0)) < 1.0
 

@@ -20,16 +20,53 @@ def config_values(node, section) -> dict:
   return {k: node[k] for k in st.to_config(section)}
 
 
+def flat(tree: dict, prefix: str = "") -> dict:
+  """{"agent.model.dtype": value, ...}, lists as tuples."""
+  out = {}
+  for k, v in tree.items():
+    if isinstance(v, dict):
+      out.update(flat(v, f"{prefix}{k}."))
+    else:
+      out[prefix + k] = tuple(v) if isinstance(v, list) else v
+  return out
+
+
+def shipped_configs():
+  from configs import default, qwen2_5_7b, tools
+
+  yield from (default.get_config(v) for v in VARIANTS)
+  yield from (tools.get_config(v) for v in tools.LENGTHS)
+  yield from (qwen2_5_7b.get_config(v) for v in ("", *qwen2_5_7b.SLICES, "api_bank"))
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_tree_mirrors_every_variant_of_the_default_config(variant):
   config = get_config(variant)
-  s = st.from_config(config)
-  assert s.mode == config.mode and s.domain.success_threshold == config.domain.success_threshold
-  for name in ("agent", "env", "pools", "warm_start"):
-    part = st.to_config(getattr(s, name)).to_dict()
-    given = config[name].to_dict()
-    assert part == {k: given[k] for k in part}, name
-  assert s.env.curriculum.alpha == config.env.curriculum.alpha and s.pools.replay_mix == tuple(config.pools.replay_mix)
+  tree, given = flat(st.to_config(st.from_config(config)).to_dict()), flat(config.to_dict())
+  assert {k: tree[k] for k in given} == given  # every value the config writes; the tree's defaults for the rest
+  assert set(tree) - set(given) <= {f"{who}.model.{k}" for who in ("agent", "env") for k in ("arch", "vocab_size")} | {
+    f"{who}.model.{k}" for who in ("agent", "env") for k in ("qkv_bias", "attention")
+  } | {"slice"}
+
+
+def test_every_key_of_every_shipped_config_is_declared_in_the_tree():
+  """No setting is named outside the tree: a shipped config's keys are the tree's, except a benchmark domain's own
+  (benchmarks.registry: its TEXT_SETTINGS and its family's options, which the family checks)."""
+  from genenv_jax.benchmarks.registry import FAMILY_OPTIONS, TEXT_SETTINGS
+
+  declared = set(flat(st.to_config(st.Settings()).to_dict()))
+  domain_own = {f"domain.{k}" for k in TEXT_SETTINGS} | {f"domain.{k}" for o in FAMILY_OPTIONS.values() for k in o}
+  for config in shipped_configs():
+    assert set(flat(config.to_dict())) - declared <= domain_own
+
+
+def test_importing_the_settings_loads_no_step():
+  import subprocess
+  import sys
+
+  code = "import sys, genenv_jax.coevolution.settings; print(sorted(m for m in sys.modules if 'step' in m))"
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+  assert out.strip() == "[]"
 
 
 def test_every_bad_value_is_listed_at_once_with_its_key():

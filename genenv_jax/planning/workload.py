@@ -30,6 +30,26 @@ def slice_of(config, devices: int | None = None, chip_name: str | None = None) -
   return chip_name, devices
 
 
+DEFAULT_CHIP = "v5e"  # the chip whose figures plan uses for a config without a slice: the smallest memory (16 GiB)
+
+
+def host_slice(config) -> tuple[str, int, str]:
+  """(chip, devices, note) for a config that names no slice, planned without --devices and --chip: this host's CPU
+  devices (XLA_FLAGS' --xla_force_host_platform_device_count, else 1; what `main` runs the config on), with the
+  DEFAULT_CHIP's figures (its memory, FLOPs and bandwidths), and the note that says so."""
+  import os
+  import re
+
+  forced = re.search(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
+  devices = int(forced.group(1)) if forced else 1
+  note = (
+    f"the config names no TPU slice (config.slice): planned for this host's {devices} CPU device"
+    f"{'s' * (devices > 1)}, with the {DEFAULT_CHIP}'s figures (memory, FLOPs, bandwidths); give --devices and "
+    "--chip to plan for another slice"
+  )
+  return DEFAULT_CHIP, devices, note
+
+
 LENGTHS = ("agent_prompt_len", "agent_answer_len", "env_prompt_len", "env_output_len")
 
 

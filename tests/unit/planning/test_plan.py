@@ -86,6 +86,13 @@ def test_plan_cli_compiles_smoke_config_on_8_devices(tmp_path):
   assert [p["name"] for p in an["phases"]] == ["agent prefill", "agent decode", "agent update"]  # grpo: no env phases
 
 
+def test_plan_cli_plans_a_config_without_a_slice_for_this_host():
+  """The embedded default names no slice: plan takes this host's CPU devices and a named chip's figures, and says so."""
+  proc = _run_plan("--config=configs/default.py", "--nocompile", timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "planned for this host's 1 CPU device, with the v5e's figures" in proc.stderr
+
+
 def test_plan_cli_rejects_bad_arguments():
   proc = _run_plan("--config=configs/default.py:smoke", "--devices=0", timeout=120)
   assert proc.returncode == 2 and "--devices must be positive, got 0" in proc.stderr, proc.stderr[-2000:]

@@ -46,6 +46,7 @@ from genenv_jax.coevolution.settings import (
 from genenv_jax.coevolution.step import CoevolutionState
 from genenv_jax.models import lora
 from genenv_jax.parallel import sharding as shd
+from genenv_jax.reporting import metric_table as mt
 from genenv_jax.reporting.summary_report import parse_summary, phenomena
 from genenv_jax.rl.updates import last_learning_rate
 from genenv_jax.training import log_tags
@@ -55,16 +56,7 @@ from genenv_jax.training.metrics import MetricsWriter, ProgressLine, is_remote_p
 from genenv_jax.training.warm_start import sft_batches, sft_optimizer, supervised_warm_start
 
 # The step's metrics that go into every step's summary.json row, under the step's (and TensorBoard's) names.
-SUMMARY_KEYS = (
-  "curriculum/p_hat_mean",
-  "curriculum/band_frac",
-  "curriculum/invalid_frac",
-  "curriculum/difficulty_mean",
-  "agent/reward_mean",
-  "curriculum/replay_p_hat_mean",
-  "curriculum/p_hat_mean_from_base_seeds",
-  "curriculum/p_hat_mean_from_generated_seeds",
-)
+SUMMARY_KEYS = mt.SUMMARY_KEYS  # summary.json's step rows: reporting.metric_table, where each metric is declared
 
 
 def summary_record(host: dict[str, Any]) -> dict[str, float]:
@@ -73,7 +65,7 @@ def summary_record(host: dict[str, Any]) -> dict[str, float]:
   value, e.g. a rise in difficulty from 0 once tasks become valid), as in TensorBoard; a figure with no tasks to
   average this step (NaN: say, no task was written from a base seed) is left out too."""
   row = {k: float(host[k]) for k in SUMMARY_KEYS if k in host and math.isfinite(float(host[k]))}
-  if "curriculum/invalid_frac" in row and not log_tags.has_valid_fresh_task(row):
+  if mt.INVALID_FRAC in row and not log_tags.has_valid_fresh_task(row):
     row = {k: v for k, v in row.items() if k not in log_tags.FRESH_TASKS}
   return row
 
@@ -83,7 +75,7 @@ def _reported(metric: str, record: dict[str, float]) -> bool:
   return metric not in SUMMARY_KEYS or metric in record
 
 
-PROGRESS_KEYS = ("agent/reward_mean", "curriculum/p_hat_mean", "curriculum/band_frac", "curriculum/difficulty_mean")
+PROGRESS_KEYS = mt.PROGRESS_KEYS  # the progress line's figures, in its order
 
 
 # ---- evaluation ------------------------------------------------------------------------------------------------------
@@ -537,9 +529,9 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
     log(f"eval at step {step}: held-out accuracy {result['accuracy']:.3f}")
 
   def learning_rates(host: dict[str, np.ndarray]) -> dict[str, float]:
-    rates = {"agent/lr": last_learning_rate(state.agent_opt, **_schedule(s.agent.optimizer))}
+    rates = {mt.AGENT_LR: last_learning_rate(state.agent_opt, **_schedule(s.agent.optimizer))}
     if log_tags.env_updated(host, s):
-      rates["env/lr"] = last_learning_rate(state.env_opt, **_schedule(s.env.optimizer))
+      rates[mt.ENV_LR] = last_learning_rate(state.env_opt, **_schedule(s.env.optimizer))
     return rates
 
   if start == 0 and not summary.data["evals"]:

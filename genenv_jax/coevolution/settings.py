@@ -1,29 +1,32 @@
 """The run's settings: one typed tree that mirrors the config's sections, the only place that names, defaults and checks
-a setting of the co-evolution step.
+a setting.
 
-  Settings(mode, domain: DomainSettings, agent: AgentSettings, env: EnvSettings, pools: PoolSettings,
-           warm_start: WarmStartSettings)
-  AgentSettings(sampling: SamplingParams, logprob_chunk, grpo: GrpoSettings, optimizer: OptimizerSettings,
-                lora: LoraSettings)
-  EnvSettings(train, objective, sampling: SamplingParams, logprob_chunk, num_seeds, samples_per_seed,
-              curriculum: CurriculumSettings, kl_coef, max_kl, kl_cap_mode, optimizer: OptimizerSettings,
-              lora: LoraSettings)
+  Settings(seed, total_steps, checkpoint_every, eval_every, log_every, max_checkpoints, allow_config_change,
+           distributed, tokenizer, slice, mode, mesh: MeshSettings, domain: DomainSection, agent: AgentSettings,
+           env: EnvSettings, pools: PoolSettings, warm_start: WarmStartSettings)
+  AgentSettings(model: ModelSettings, sampling: SamplingParams, logprob_chunk, grpo: GrpoSettings,
+                optimizer: OptimizerSettings, lora: LoraSettings)
+  EnvSettings(model: ModelSettings, train, objective, sampling: SamplingParams, logprob_chunk, num_seeds,
+              samples_per_seed, curriculum: CurriculumSettings, kl_coef, max_kl, kl_cap_mode,
+              optimizer: OptimizerSettings, lora: LoraSettings)
 
 Each section is a frozen dataclass named for its config section (config.env.curriculum -> EnvSettings.curriculum), its
 fields named as the config's keys, each declared once with its default, its test and what it allows (`setting`). A
 section checks its own fields, and the constraints between them, in `__post_init__`; choice fields take their options
-from the code that dispatches on them (the step's MODES, rl.grpo's estimators, ...), so the lists cannot drift. The
-tree is hashable: it is static in the jitted step, as the sampler's own `SamplingParams` (which carries the sampling
-section, checks itself, and travels as is from the config to the sampler and the log-probs).
+from the code that dispatches on them (rl.grpo's estimators, rl.curriculum's objectives, models.attention's
+implementations, the benchmark registry's domains, ...) or declare them here (MODES, ENV_POOL_ADMITS), so the lists
+cannot drift. The tree is hashable: it is static in the jitted step, as the sampler's own `SamplingParams` (which
+carries the sampling section, checks itself, and travels as is from the config to the sampler and the log-probs).
 
 `from_config(config, domain, tokenizer)` walks the ConfigDict once; a key a config lacks takes its default (configs
 saved before a key existed), and every bad value is listed at once (`SettingsError`). `to_config(section)` is the
 inverse for the config files: they start from the defaults and override what their run changes.
 
-The warm start (training.warm_start, before the first step) reads its own section, `WarmStartSettings`. Sections
-outside the tree (the models' shapes, the domain's tasks, the run's schedule) are checked by
-training/config_checks.py, which keeps only those and what crosses into them (the warm start's env targets against
-the domain).
+Everything reads the tree: the step and the warm start their sections, coevolution.build the mesh, the tokenizer, the
+domain's answer form and the models (`ModelSettings.model_config`, its attention included), the loop its schedule,
+plan (planning/) its slice, mesh, rows, lengths and models. A benchmark domain's own keys (data_dir, spec_len, its
+family's options) are its family's (benchmarks.registry), which checks them. training/config_checks.py is the
+commands' entry: `problems` here, as one error.
 """
 
 from __future__ import annotations
@@ -585,6 +588,12 @@ class Settings(Section):
         out.append(
           f"{path}{who}.sampling.prefill_rows = {chunk}: must divide the {rows} rows the {who} samples at once"
         )
+    domain, warm = values.get("domain") or cls().domain, values.get("warm_start") or cls().warm_start
+    if warm.env_targets == "variation" and domain.name != "arithmetic":
+      out.append(
+        f"{path}warm_start.env_targets = 'variation': only the arithmetic domain can edit its seeds, not "
+        f"{domain.name!r}; use 'nearby'"
+      )
     return out
 
   @property

@@ -385,6 +385,7 @@ def search(
   model, the first `confirm_n` fitting ones compiled (compile_fn; default planner.plan for `target`). Returns the
   result (what --json writes) and logs the report."""
   from genenv_jax.planning import costs, planner
+  from genenv_jax.planning.workload import tree_of
   from genenv_jax.training.config_checks import validate
 
   _check_confirm(confirm_n)
@@ -414,7 +415,7 @@ def search(
   chosen = next((c for c in checked if c.fits), None)
   best = ranked[chosen.rank] if chosen else (ranked[0] if fitting and not confirm_n else None)
   result = {
-    "slice": config.get("slice", "") or "",
+    "slice": tree_of(config).slice,
     "chip": basis.chip.name,
     "devices": devices,
     "usable_bytes": usable_fraction * basis.chip.hbm_bytes,

@@ -6,10 +6,11 @@ before anything is built, compiled or warm-started, and exit with status 2 on a 
 
 Every section of the config (the schedule, the mesh, the tokenizer, the domain, both models, the step's and the warm
 start's sections) is declared, defaulted and checked once, in the settings tree (coevolution/settings.py), and
-`settings.problems` lists its bad values. This module adds only what spans sections: the warm start's env targets
-against the domain. A key that a config does not have takes the tree's default (older configs). The domain's lengths
-against its longest task are checked when the domain is built (`tasks`: the first thing `build` does), before any
-model exists.
+`settings.problems` lists its bad values, those that span sections included (the rows each phase samples against
+the mini-batches, the warm start's env targets against the domain: `Settings.constraints`). This module is what the
+commands call: the one error listing them all. A key that a config does not have takes the tree's default (older
+configs). The domain's lengths against its longest task are checked when the domain is built (`tasks`: the first
+thing `build` does), before any model exists.
 """
 
 from __future__ import annotations
@@ -25,18 +26,7 @@ class ConfigError(ValueError):
 
 def problems(config: ml_collections.ConfigDict) -> list[str]:
   """Every bad value of `config`, one line each ("key = value: allowed"); empty when the config is valid."""
-  return settings.problems(config) + _cross_section_problems(config)
-
-
-def _cross_section_problems(config: ml_collections.ConfigDict) -> list[str]:
-  domain = config.get("domain", {}).get("name", settings.DomainSection.name)
-  targets = config.get("warm_start", {}).get("env_targets", settings.WarmStartSettings.env_targets)
-  if targets == "variation" and domain in settings.DOMAINS and domain != "arithmetic":
-    return [
-      f"warm_start.env_targets = 'variation': only the arithmetic domain can edit its seeds, not {domain!r}; "
-      "use 'nearby'"
-    ]
-  return []
+  return settings.problems(config)
 
 
 def validate(config: ml_collections.ConfigDict) -> None:

@@ -192,3 +192,24 @@ def test_the_literal_search_finds_what_it_looks_for(tmp_path):
   finally:
     planted.unlink()
   assert dataclasses.fields(st.CurriculumSettings)  # the tree itself declares them
+
+
+# files whose `.get(key, default)` reads something other than a run's config: a checkpoint's config.json, a tool
+# call's arguments, a saved summary.json
+OTHER_MAPPINGS = {"genenv_jax/models/hf.py", "genenv_jax/scripts/bfcl_agreement.py", "genenv_jax/sweep.py"}
+
+
+def test_no_setting_is_defaulted_outside_the_tree():
+  """A `.get("key", default)` on a config section re-declares a setting's default (plan's logprob_chunk once fell back
+  to 0 where the run used 512): every reader takes the tree's value instead."""
+  import re
+
+  keys = {k.rsplit(".", 1)[-1] for k in flat(st.to_config(st.Settings()).to_dict())}
+  found = []
+  for path in sorted(PACKAGE.rglob("*.py")):
+    name = str(path.relative_to(PACKAGE.parent))
+    if path == pathlib.Path(st.__file__) or name in OTHER_MAPPINGS:
+      continue
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+      found += [f"{name}:{i}" for m in re.finditer(r'\.get\(\s*"([a-z_]+)"\s*,', line) if m.group(1) in keys]
+  assert found == []

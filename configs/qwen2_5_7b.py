@@ -41,7 +41,7 @@ TEXT_ENV_OUTPUT = 3584  # a benchmark domain's env prompt holds its instruction 
 class Slice:
   mesh: dict  # over the slice's chips (JAX sees one device per chip)
   minibatches: int  # the agent's GRPO mini-batches: 512 rows / 16 = 32 per mini-batch, one row per chip on 32
-  arch: str  # the model both the agent and the env are (genenv_jax.planning.models.KNOWN_MODELS)
+  arch: str  # the model both the agent and the env are (genenv_jax.planning.architectures.KNOWN_MODELS)
   prefill_rows: int = 128  # the agent's prefill chunk (rows of 8,000-token prompts prefilled at once)
   kv_cache: str = "auto"  # the agent's KV cache kind: auto (bf16) or int8 (about half the bytes; approximate)
 
@@ -91,9 +91,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     model.hf_path = ""  # a local Qwen2.5-7B-Instruct directory (config.json + *.safetensors)
     model.dtype = "bfloat16"
     model.remat = "full"
-    model.arch = (
-      "qwen2.5-7b"  # the shape `genenv_jax.plan` compiles (it never opens hf_path); see planning.models.KNOWN_MODELS
-    )
+    # the shape `genenv_jax.plan` compiles (it never opens hf_path); see planning.architectures.KNOWN_MODELS
+    model.arch = "qwen2.5-7b"
   # The agent's 512 rows x 8,000-token prompts prefill in 4 chunks of 128 rows: the prompt activations, not the
   # weights or the cache, set the sampling peak (plan: v6e-64 does not fit with every row at once).
   c.agent.sampling.prefill_rows = 128

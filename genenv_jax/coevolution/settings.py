@@ -406,7 +406,9 @@ class ModelSettings(Section):
   (configs/default.py), head_dim = hidden_size / num_heads."""
 
   hf_path: str = setting("", is_text, "a checkpoint directory, hub id or URL ('' = a random model of the shape below)")
-  arch: str = setting("", is_text, "a known checkpoint's name (planning.models.KNOWN_MODELS, read by plan only) or ''")
+  arch: str = setting(
+    "", is_text, "a known checkpoint's name (planning.architectures.KNOWN_MODELS, read by plan only) or ''"
+  )
   vocab_size: int = setting(0, count(0), "an integer >= 0 (0 = the tokenizer's vocabulary)")
   hidden_size: int = setting(64, count(1), "an integer >= 1")
   intermediate_size: int = setting(256, count(1), "an integer >= 1")

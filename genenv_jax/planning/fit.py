@@ -240,7 +240,7 @@ def basis_of(config, devices: int, chip_name: str, usable_fraction: float = 0.9,
 
 @functools.lru_cache(maxsize=64)
 def _shape(model, kv_cache: str):
-  from genenv_jax.planning.models import shape_of
+  from genenv_jax.planning.architectures import shape_of
 
   return shape_of(model, kv_cache)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from genenv_jax.planning.models import resolve_model, shape_of
+from genenv_jax.planning.architectures import resolve_model, shape_of
 from genenv_jax.planning.report import analytic_figures, format_report
 from genenv_jax.planning.workload import LENGTHS, planning_domain, slice_of, tree_of, virtual_mesh_sizes, workload_of
 

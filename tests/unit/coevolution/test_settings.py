@@ -213,3 +213,15 @@ def test_no_setting_is_defaulted_outside_the_tree():
     for i, line in enumerate(path.read_text().splitlines(), 1):
       found += [f"{name}:{i}" for m in re.finditer(r'\.get\(\s*"([a-z_]+)"\s*,', line) if m.group(1) in keys]
   assert found == []
+
+
+def test_the_env_losses_borrowing_of_the_agents_clip_and_kl_estimator_is_declared():
+  """The env's losses use agent.grpo's clip range and KL estimator (EnvSettings says why): the tree names them."""
+  config = get_config()
+  config.agent.grpo.clip_low, config.agent.grpo.kl_estimator = 0.1, "k1"
+  s = st.from_config(config)
+  assert s.env_loss == (0.1, s.agent.grpo.clip_high, "k1")
+  assert "clip_low" not in {f.name for f in dataclasses.fields(st.EnvSettings)}
+  assert "agent.grpo.clip_low" in st.EnvSettings.__doc__.replace("`", "").replace("clip_low`", "clip_low") or (
+    "clip_low" in st.EnvSettings.__doc__
+  )

@@ -15,8 +15,8 @@ from conftest import PROJECT_ROOT
 
 from genenv_jax import plan
 from genenv_jax.coevolution.settings import from_config
+from genenv_jax.planning import architectures as plan_models
 from genenv_jax.planning import costs, planner
-from genenv_jax.planning import models as plan_models
 from genenv_jax.planning import workload as plan_workload
 from genenv_jax.planning.costs import GIB
 

@@ -1,5 +1,6 @@
-"""The models plan compiles: a known checkpoint's architecture by name (plan never opens a checkpoint), or a config's
-shape fields, and the analytic Shape of a model."""
+"""The models plan compiles: a known checkpoint's architecture by name (plan never opens a checkpoint), or a model
+section's shape fields (coevolution.settings.ModelSettings), and the analytic Shape of a model. Named apart from
+genenv_jax/models, whose decoder these describe."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping, get_args
 
 import ml_collections
 
@@ -48,11 +48,13 @@ from genenv_jax.sampling.sampler import SamplingParams
 from genenv_jax.tasks.arithmetic.domain import VERIFIERS, ArithmeticDomain
 
 # The step's typed choices (the step dispatches on them; coevolution/step.py imports them from here).
-MODES = ("coevolve", "static", "grpo")
+Mode = Literal["coevolve", "static", "grpo"]
+MODES = get_args(Mode)
 COEVOLVE, STATIC, GRPO = MODES
 # coevolve: the env writes tasks every step (GenEnv); static: the env writes once, before training, then only replay;
 # grpo: plain GRPO on replayed seed tasks, no env.
-ENV_POOL_ADMITS = ("band", "valid")
+EnvPoolAdmits = Literal["band", "valid"]
+ENV_POOL_ADMITS = get_args(EnvPoolAdmits)
 BAND, VALID = ENV_POOL_ADMITS
 # band: only fresh tasks whose p̂ lies in the α band join D_env (GenEnv); valid: every valid fresh task, with its p̂.
 
@@ -503,14 +505,20 @@ class PoolSettings(Section):
   num_replay: int = setting(0, count(0), "an integer >= 0 (tasks re-drawn from D_train per step)")
   replay_mix: tuple[float, float, float] = setting((0.5, 0.25, 0.25), mix, MIX, convert=tuple)  # base, old, new
   env_seed_mix: tuple[float, float, float] = setting((0.5, 0.25, 0.25), mix, MIX, convert=tuple)
-  env_admits: str = setting(BAND, *choice(ENV_POOL_ADMITS))  # which fresh tasks join D_env
+  env_admits: EnvPoolAdmits = setting(BAND, *choice(ENV_POOL_ADMITS))  # which fresh tasks join D_env
   new_window: int = setting(1, count(1), "an integer >= 1")
   keep_seeds: bool = setting(True, boolean, "true or false")
   static_rounds: int = setting(8, count(1), "an integer >= 1")
 
 
-ENV_TARGETS = ("nearby", "nearby_level", "variation", "rate_directed")  # training.warm_start.sft_batches' targets
-ENV_P_HATS = ("unknown", "all")  # the p̂ its env prompts show (training.warm_start.env_p_hat_values)
+# the env's warm-start targets (training.warm_start.sft_batches): nearby, a seed of nearby difficulty; nearby_level,
+# the same with the partner's level drawn first; variation, one local edit of the seed (arithmetic only);
+# rate_directed, a seed one level harder above the α band, easier below, alike inside (needs env_p_hats = "all")
+EnvTargets = Literal["nearby", "nearby_level", "variation", "rate_directed"]
+ENV_TARGETS = get_args(EnvTargets)
+# the p̂ the env's warm-start prompts show (training.warm_start.env_p_hat_values): unknown, "?" only; all, every k / G
+EnvPHats = Literal["unknown", "all"]
+ENV_P_HATS = get_args(EnvPHats)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -526,8 +534,8 @@ class WarmStartSettings(Section):
   batch_size: int = setting(64, count(1), "an integer >= 1")
   lr: float = setting(3e-3, positive, "a number > 0")
   env_copy_frac: float = setting(0.0, unit, "a number in [0, 1] (the share of env targets that restate their seed)")
-  env_targets: str = setting("nearby", *choice(ENV_TARGETS))
-  env_p_hats: str = setting("unknown", *choice(ENV_P_HATS))
+  env_targets: EnvTargets = setting(ENV_TARGETS[0], *choice(ENV_TARGETS))
+  env_p_hats: EnvPHats = setting(ENV_P_HATS[0], *choice(ENV_P_HATS))
 
   @classmethod
   def constraints(cls, values, path):
@@ -557,7 +565,7 @@ class Settings(Section):
   distributed: bool = setting(False, boolean, "true or false (call jax.distributed.initialize: multi-host pods)")
   tokenizer: str = setting("", is_text, "an HF tokenizer directory, or '' (the shipped arithmetic sentencepiece model)")
   slice: str = setting("", is_text, "a Cloud TPU slice name (e.g. 'v5p-64', what plan plans for), or ''")
-  mode: str = setting(COEVOLVE, *choice(MODES))
+  mode: Mode = setting(COEVOLVE, *choice(MODES))
   mesh: MeshSettings = section(MeshSettings)
   domain: DomainSection = section(DomainSection)
   agent: AgentSettings = section(AgentSettings)

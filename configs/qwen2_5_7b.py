@@ -27,6 +27,7 @@ import dataclasses
 import ml_collections
 
 from configs import default, tools
+from genenv_jax.coevolution.settings import AgentSettings, EnvSettings, to_config
 
 # The hard case that covers the paper (issue 10): task prompts average about 5.7k tokens and agent responses 137-204
 # (paper Fig. 5); the official code allows the agent 4,096 + 512 tokens and the env an 8,192-token context. The
@@ -40,7 +41,7 @@ TEXT_ENV_OUTPUT = 3584  # a benchmark domain's env prompt holds its instruction 
 class Slice:
   mesh: dict  # over the slice's chips (JAX sees one device per chip)
   minibatches: int  # the agent's GRPO mini-batches: 512 rows / 16 = 32 per mini-batch, one row per chip on 32
-  arch: str  # the model both the agent and the env are (genenv_jax.planning.models.KNOWN_MODELS)
+  arch: str  # the model both the agent and the env are (genenv_jax.planning.architectures.KNOWN_MODELS)
   prefill_rows: int = 128  # the agent's prefill chunk (rows of 8,000-token prompts prefilled at once)
   kv_cache: str = "auto"  # the agent's KV cache kind: auto (bf16) or int8 (about half the bytes; approximate)
 
@@ -90,9 +91,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     model.hf_path = ""  # a local Qwen2.5-7B-Instruct directory (config.json + *.safetensors)
     model.dtype = "bfloat16"
     model.remat = "full"
-    model.arch = (
-      "qwen2.5-7b"  # the shape `genenv_jax.plan` compiles (it never opens hf_path); see planning.models.KNOWN_MODELS
-    )
+    # the shape `genenv_jax.plan` compiles (it never opens hf_path); see planning.architectures.KNOWN_MODELS
+    model.arch = "qwen2.5-7b"
   # The agent's 512 rows x 8,000-token prompts prefill in 4 chunks of 128 rows: the prompt activations, not the
   # weights or the cache, set the sampling peak (plan: v6e-64 does not fit with every row at once).
   c.agent.sampling.prefill_rows = 128
@@ -104,21 +104,18 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   )
   c.domain.num_seeds = 2048
   c.domain.num_heldout = 512
-  # D_env keeps every task that passed the band, as before 2026-12-04: the CPU demo's 256-task window
+  # D_env keeps every task that passed the band: the CPU demo's 256-task window
   # (configs/default.py) is measured on a 200-step toy, and a benchmark's seed set (num_seeds = 0: all) can exceed it
   c.pools.env_capacity = 8192
   # each task conditioned on a seed task from the pool (the paper's Algorithm 1, step 1): D_env's tasks as well as the
   # base seeds. The CPU demo prompts with base seeds only (configs/default.py, "The env's prompts").
   c.pools.env_seed_mix = default.POOLED_MIX
 
-  c.agent.optimizer = ml_collections.ConfigDict(
-    dict(lr=1e-6, weight_decay=0.01, max_grad_norm=1.0, eps=1e-8, warmup_steps=10)
-  )
+  # the paper's AdamW (the tree's defaults: lr 1e-6 for the agent, 5e-7 for the env), with weight decay 0.01
+  c.agent.optimizer = to_config(dataclasses.replace(AgentSettings().optimizer, weight_decay=0.01))
   c.agent.grpo.group_size = 8
   c.agent.grpo.minibatches = 4
-  c.env.optimizer = ml_collections.ConfigDict(
-    dict(lr=5e-7, weight_decay=0.01, max_grad_norm=1.0, eps=1e-8, warmup_steps=10)
-  )
+  c.env.optimizer = to_config(dataclasses.replace(EnvSettings().optimizer, weight_decay=0.01))
   c.env.num_seeds = 48
   c.pools.num_replay = 16  # 48 fresh + 16 replayed = 64 tasks per step, the paper's batch
   c.warm_start.agent_steps = 0  # instruction-tuned checkpoints need no supervised warm start

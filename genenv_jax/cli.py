@@ -27,6 +27,8 @@ from typing import Callable, Iterable, Sequence
 
 from absl import app, flags
 
+from genenv_jax.parallel.quiet_start import quiet_start
+
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
 
 
@@ -111,6 +113,7 @@ def run(main: Callable[[list[str]], int | None], prog: str, pass_through: tuple[
   """app.run(main) with user errors reported as `PROG: error: ...` and exit status 2 (see the module docstring);
   arguments starting with a `pass_through` prefix reach main unparsed."""
   verbose = wants_traceback(sys.argv[1:])
+  quiet_start()  # no libtpu lines on a host without TPU chips (parallel.quiet_start)
 
   def parse(argv: list[str]) -> list[str]:
     return _parse(flags.FLAGS, argv, prog, verbose, pass_through)

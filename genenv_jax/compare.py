@@ -33,14 +33,11 @@ import numpy as np
 from absl import app, flags
 
 from genenv_jax import cli
+from genenv_jax.reporting import metric_table as mt
 from genenv_jax.reporting import stats
 from genenv_jax.reporting.summary_report import parse_summary, phenomena
 
-TRAJECTORIES = {  # summary.json row keys (the step's metric names) -> plot title
-  "curriculum/p_hat_mean": "mean p̂ on generated tasks",
-  "curriculum/difficulty_mean": "generated-task difficulty",
-  "curriculum/band_frac": "fraction of tasks in the α band",
-}
+TRAJECTORIES = mt.FRESH_PLOTS  # summary.json row keys (the step's metric names) -> plot title: the env's tasks
 
 
 def load_runs(workdir: str) -> dict[str, dict[int, dict[str, Any]]]:
@@ -94,12 +91,12 @@ def variant_figures(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     out["final_accuracy_by_difficulty"] = {
       d: _ms([ev[-1]["by_difficulty"][d] for ev in evals if d in ev[-1].get("by_difficulty", {})]) for d in levels
     }
-  band = [_windows(r, "curriculum/band_frac") for r in runs]
+  band = [_windows(r, mt.BAND_FRAC) for r in runs]
   if all(band):
     out["band_frac_first_quarter"] = _ms([b[0] for b in band])
     out["band_frac_later_half"] = _ms([b[1] for b in band])
     out["band_frac_last_quarter"] = _ms([b[2] for b in band])
-  difficulty = [_windows(r, "curriculum/difficulty_mean") for r in runs]
+  difficulty = [_windows(r, mt.DIFFICULTY_MEAN) for r in runs]
   if all(difficulty):
     out["difficulty_first_quarter"] = _ms([d[0] for d in difficulty])
     out["difficulty_last_quarter"] = _ms([d[2] for d in difficulty])

@@ -62,10 +62,11 @@ def main(argv) -> None:
   from genenv_jax.training.config_checks import validate
 
   validate(config)  # every bad value at once, before JAX starts or anything is built (cli: exit 2)
+  from genenv_jax.coevolution.settings import from_config
   from genenv_jax.parallel import sharding
 
   # Before any JAX computation: config.distributed=True, or JAX_NUM_PROCESSES > 1 from the launch environment.
-  sharding.maybe_initialize_distributed(config.get("distributed", False))
+  sharding.maybe_initialize_distributed(from_config(config).distributed)
   from genenv_jax.training.loop import train  # imported after flag parsing: bad flags fail before JAX starts
 
   workdir = os.path.expanduser(_WORKDIR.value)

@@ -137,7 +137,9 @@ def choose_target(requested: str, config, virtual_mesh_asked: bool, compile_prog
 
   if requested == "cpu" or not compile_program:
     return "cpu", None
-  problem = None if config.get("slice", "") else "the config names no TPU slice (config.slice)"
+  from genenv_jax.planning.workload import tree_of
+
+  problem = None if tree_of(config).slice else "the config names no TPU slice (config.slice)"
   if problem is None and virtual_mesh_asked:
     problem = "--devices or --chip asks for a virtual mesh of that size"
   problem = problem or topology.libtpu_problem()
@@ -153,12 +155,16 @@ def main(argv) -> None:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   try:
     from genenv_jax.planning import planner
-    from genenv_jax.planning.workload import slice_of
+    from genenv_jax.planning.workload import host_slice, slice_of, tree_of
     from genenv_jax.training.config_checks import validate
 
     validate(_CONFIG.value)  # a ConfigError is a ValueError: one message listing every bad value, exit 2
-    chip_name, devices = slice_of(_CONFIG.value, _DEVICES.value, _CHIP.value)
     virtual = _DEVICES.value is not None or _CHIP.value is not None
+    if virtual or tree_of(_CONFIG.value).slice:
+      chip_name, devices = slice_of(_CONFIG.value, _DEVICES.value, _CHIP.value)
+    else:  # no slice, no flags: this host's devices (the embedded default plans as it runs)
+      chip_name, devices, note = host_slice(_CONFIG.value)
+      print(f"plan: {note}", file=sys.stderr)
     compiles = not _NOCOMPILE.value and not (_FIT.value and _CONFIRM.value == 0)
     target, why = choose_target(_TARGET.value, _CONFIG.value, virtual, compiles)
     if why:

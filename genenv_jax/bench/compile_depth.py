@@ -20,10 +20,15 @@ from flax import nnx
 from genenv_jax import cli
 from genenv_jax.models.config import REMAT_POLICIES, ModelConfig
 from genenv_jax.models.hf import abstract_model
-from genenv_jax.planning import models
+from genenv_jax.planning import architectures
 
-# Qwen2.5-7B as planning.models knows it (its config.json), in bfloat16.
-QWEN2_5_7B = {**models._QWEN, **models.KNOWN_MODELS["qwen2.5-7b"], "param_dtype": "bfloat16", "dtype": "bfloat16"}
+# Qwen2.5-7B as planning.architectures knows it (its config.json), in bfloat16.
+QWEN2_5_7B = {
+  **architectures._QWEN,
+  **architectures.KNOWN_MODELS["qwen2.5-7b"],
+  "param_dtype": "bfloat16",
+  "dtype": "bfloat16",
+}
 
 
 def compile_seconds(num_layers: int, tokens: int, remat: str, shape: dict | None = None) -> tuple[float, float]:

@@ -4,10 +4,10 @@
                                     [--profile=DIR] [--tiny]
 
 What runs (issue 11): bf16, randomly initialised models, a Qwen2.5-1.5B-shaped agent and a Qwen2.5-0.5B-shaped env
-(Qwen2.5 shapes: `planning.models.KNOWN_MODELS`, vocabulary 151,936, q/k/v bias), full remat, attention `auto`; the
-agent at a 1,024-token prompt and a 4,096-token response budget, the env at 1,024 + 1,024; 8 fresh + 8 replayed
-tasks x G = 8 = 128 agent rows in 4 GRPO mini-batches. The arithmetic domain pads its tasks to these lengths. Random
-weights never emit EOS, so every row decodes its whole budget, which is what the analytic model assumes.
+(Qwen2.5 shapes: `planning.architectures.KNOWN_MODELS`, vocabulary 151,936, q/k/v bias), full remat, attention
+`auto`; the agent at a 1,024-token prompt and a 4,096-token response budget, the env at 1,024 + 1,024; 8 fresh + 8
+replayed tasks x G = 8 = 128 agent rows in 4 GRPO mini-batches. The arithmetic domain pads its tasks to these lengths.
+Random weights never emit EOS, so every row decodes its whole budget, which is what the analytic model assumes.
 
 What it prints:
 - each phase of the step jitted alone (bench.step's phases: env sampling, agent sampling, verification, agent update,
@@ -88,7 +88,7 @@ def _args() -> SimpleNamespace:
 def device_config(tiny: bool):
   """configs/default.py at the shapes above (or the tiny ones)."""
   from genenv_jax.bench.step import TINY_MODEL, load_config
-  from genenv_jax.planning import models as plan_models
+  from genenv_jax.planning import architectures as plan_models
 
   config = load_config("default", warm_start=0.0, tiny=tiny)
   for model, name in ((config.agent.model, AGENT_SHAPE), (config.env.model, ENV_SHAPE)):

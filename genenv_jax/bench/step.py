@@ -195,7 +195,7 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
   from flax import nnx
 
   from genenv_jax.coevolution.step import task_batch
-  from genenv_jax.parallel.sharding import constrain
+  from genenv_jax.parallel.sharding import constrain, interleave_rows, split_rows
   from genenv_jax.rl import curriculum
   from genenv_jax.sampling import sampler
 
@@ -222,7 +222,8 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
     parts.append(fresh)
   if s.pools.num_replay:
     parts.append(task_batch(x["replay"]))
-  tasks = parts[0] if len(parts) == 1 else jax.tree.map(lambda a, b: jnp.concatenate([a, b]), *parts)
+  shards = co.task_shards()  # the step's own join: shard by shard, where no device's rows move (Coevolution.step)
+  tasks = parts[0] if len(parts) == 1 else jax.tree.map(lambda a, b: interleave_rows(a, b, shards), *parts)
   task_args = (state.agent, tasks, x["k_agent"])
   task_shardings = (sh.agent, _shardings(tasks), _shardings(x["k_agent"]))
 
@@ -260,7 +261,7 @@ def compile_phases(run, state, options: dict | None = None) -> tuple[dict[str, d
 
   if s.num_fresh and s.env.train:
     cur = jax.jit(lambda r, v: curriculum.curriculum_targets(r, v, s.env.curriculum, s.domain.success_threshold))(
-      rewards[: s.num_fresh], fresh.valid
+      split_rows(rewards, s.num_fresh, shards)[0] if s.pools.num_replay else rewards, fresh.valid
     )
     args = (state.env, state.env_opt, state.env_ref, env_prompts, env_out, cur, fresh.valid)
     rows, length = env_out.tokens.shape[0], env_prompts[0].shape[1] + env_out.tokens.shape[1]
@@ -527,7 +528,7 @@ def main(argv: Sequence[str]) -> None:
   stage("build")
   warm = run.coevolution.settings.warm_start
   if warm.agent_steps or warm.env_steps:
-    state = warm_start(run, state, config.seed, log=lambda msg: print(msg, flush=True))
+    state = warm_start(run, state, run.coevolution.settings.seed, log=lambda msg: print(msg, flush=True))
   stage("warm_start")
   co = run.coevolution
   with jax.set_mesh(run.mesh):

@@ -155,15 +155,16 @@ def build_text_domain(name: str, settings: dict[str, Any], tokenizer: Tokenizer,
   return TextDomain(_family(name, data_dir, options), tokenizer, data_dir=data_dir, seed=seed, **domain_settings)
 
 
-def build_domain(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer, seed: int) -> Domain:
-  """Builds the training domain named by cfg.name with the remaining cfg fields as its settings."""
+def build_domain(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer, seed: int, answer: str) -> Domain:
+  """Builds the training domain named by cfg.name with the remaining cfg fields as its settings; `answer` is the
+  arithmetic domain's answer form (coevolution.settings.DomainSection.answer, the section's one default for a config
+  saved before the key existed)."""
   name = cfg.name
   if name == "arithmetic":
     from genenv_jax.tasks.arithmetic.domain import ArithmeticDomain
     from genenv_jax.tasks.arithmetic.running import RunningSumDomain
 
     settings = {k: v for k, v in cfg.items() if k not in ("name", "success_threshold", "answer")}
-    answer = cfg.get("answer", "value")
     if answer not in ARITHMETIC_ANSWERS:
       raise ValueError(f"domain.answer must be one of {ARITHMETIC_ANSWERS}, got {answer!r}")
     cls = RunningSumDomain if answer == "running" else ArithmeticDomain

@@ -17,7 +17,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from genenv_jax.benchmarks.registry import build_domain
-from genenv_jax.coevolution.settings import OptimizerSettings, PoolSettings, from_config
+from genenv_jax.coevolution.settings import ModelSettings, OptimizerSettings, PoolSettings, from_config
 from genenv_jax.coevolution.step import Coevolution, CoevolutionState, pool_rows, task_batch
 from genenv_jax.models import lora
 from genenv_jax.models.config import ModelConfig
@@ -42,11 +42,14 @@ class Run:
   heldout: TaskBatch
 
 
-def model_from_config(cfg: ml_collections.ConfigDict, vocab_size: int, mesh: Mesh, seed: int) -> Transformer:
-  """A local HF checkpoint (cfg.hf_path) or a random decoder of the configured shape, placed on the mesh."""
+def model_from_config(cfg: ModelSettings, vocab_size: int, mesh: Mesh, seed: int) -> Transformer:
+  """A local HF checkpoint (cfg.hf_path) or a random decoder of the configured shape, placed on the mesh; either
+  computes attention as `cfg.attention` says."""
   if cfg.hf_path:
-    return load_hf(cfg.hf_path, dtype=cfg.dtype, mesh=mesh, remat=cfg.remat)
-  config = model_config_from(cfg, vocab_size)
+    model = load_hf(cfg.hf_path, dtype=cfg.dtype, mesh=mesh, remat=cfg.remat)
+    model.use_attention(cfg.attention)
+    return model
+  config = cfg.model_config(vocab_size)
   graphdef, abstract = abstract_model(config)
   shardings = shd.state_shardings(abstract, mesh)
   state = jax.jit(lambda: nnx.split(Transformer(config, rngs=nnx.Rngs(seed)))[1], out_shardings=shardings)()
@@ -102,20 +105,21 @@ def build(
 
   `abstract=True` (genenv_jax.plan) allocates nothing and reads no checkpoint: every state leaf is a
   jax.ShapeDtypeStruct carrying the sharding the real build gives it, and the models are `agent_model` / `env_model`
-  when given, else the config's shape fields (`model_config_from`). Both go through this one function, so the state
-  that plan compiles for is the state that training runs.
+  when given, else the settings' shape fields (`ModelSettings.model_config`). Both go through this one function, so
+  the state that plan compiles for is the state that training runs.
   """
-  mesh = mesh if mesh is not None else shd.make_mesh(dict(config.mesh), devices=devices)
-  tokenizer = load_tokenizer(config.tokenizer or None)
-  domain = build_domain(config.domain, tokenizer, seed=config.seed)
-  settings = from_config(config, domain, tokenizer)
+  tree = from_config(config)  # the config alone: what builds the mesh, the tokenizer, the domain and the models
+  mesh = mesh if mesh is not None else shd.make_mesh(tree.mesh.sizes, devices=devices)
+  tokenizer = load_tokenizer(tree.tokenizer or None)
+  domain = build_domain(config.domain, tokenizer, seed=tree.seed, answer=tree.domain.answer)
+  settings = from_config(config, domain, tokenizer)  # with the domain's lengths and the tokenizer's ids
   agent_optimizer, env_optimizer = optimizer_from(settings.agent.optimizer), optimizer_from(settings.env.optimizer)
   vocab = tokenizer.vocab_size
   agent_graphdef, agent_params = _model(
-    "agent", config.agent.model, agent_model, vocab, mesh, config.seed, abstract, settings.agent.lora.spec
+    "agent", settings.agent.model, agent_model, vocab, mesh, settings.seed, abstract, settings.agent.lora.spec
   )
   env_graphdef, env_params = _model(
-    "env", config.env.model, env_model, vocab, mesh, config.seed + 1, abstract, settings.env.lora.spec
+    "env", settings.env.model, env_model, vocab, mesh, settings.seed + 1, abstract, settings.env.lora.spec
   )
   coevolution = Coevolution(agent_graphdef, env_graphdef, domain, agent_optimizer, env_optimizer, settings)
 
@@ -151,7 +155,7 @@ def build(
     env_ref=reference(env_params),
     train_pool=place(lambda t: pools.seed_pool(t, settings.pools.train_capacity), seeds, sharding=replicated),
     env_pool=place(lambda t: pools.seed_pool(t, settings.pools.env_capacity), seeds, sharding=replicated),
-    rng=place(lambda: jax.random.key_data(jax.random.key(config.seed)), sharding=replicated),
+    rng=place(lambda: jax.random.key_data(jax.random.key(settings.seed)), sharding=replicated),
     step=place(zero, sharding=replicated),
     skipped_agent=place(zero, sharding=replicated),
     skipped_env=place(zero, sharding=replicated),
@@ -182,7 +186,7 @@ def _shaped(tree: Any, shardings: Any) -> Any:
 
 def _model(
   name: str,
-  cfg: ml_collections.ConfigDict,
+  cfg: ModelSettings,
   given: ModelConfig | None,
   vocab_size: int,
   mesh: Mesh,
@@ -193,7 +197,7 @@ def _model(
   """A model's graphdef and parameters on the mesh (`model_from_config`), or shapes only with their shardings; with
   `adapters`, LoRA adapters attached (models.lora.attach, A drawn from `seed`, B = 0) and placed as the model is."""
   if abstract:
-    config = given or model_config_from(cfg, vocab_size)
+    config = given or cfg.model_config(vocab_size)
     if adapters is None:
       graphdef, state = abstract_model(config)
     else:
@@ -214,27 +218,3 @@ def _model(
       "tokenizer the model was trained with"
     )
   return graphdef, params
-
-
-# ---- model shapes (plan builds from these without a checkpoint) ---------------------------------------------------
-
-
-def model_config_from(cfg: ml_collections.ConfigDict, vocab_size: int) -> ModelConfig:
-  """The ModelConfig of a random decoder of the configured shape (the one `model_from_config` builds when hf_path is
-  empty); optional fields `vocab_size` (default: the tokenizer's) and `qkv_bias` (default False) are honoured."""
-  return ModelConfig(
-    vocab_size=int(cfg.get("vocab_size", 0) or vocab_size),
-    hidden_size=cfg.hidden_size,
-    intermediate_size=cfg.intermediate_size,
-    num_layers=cfg.num_layers,
-    num_heads=cfg.num_heads,
-    num_kv_heads=cfg.num_kv_heads,
-    head_dim=cfg.head_dim,
-    rope_theta=cfg.rope_theta,
-    qkv_bias=bool(cfg.get("qkv_bias", False)),
-    tie_word_embeddings=cfg.tie_word_embeddings,
-    max_position_embeddings=cfg.max_position_embeddings,
-    param_dtype=cfg.dtype,
-    dtype=cfg.dtype,
-    remat=cfg.remat,
-  )

@@ -1,198 +1,83 @@
 """The run's settings: one typed tree that mirrors the config's sections, the only place that names, defaults and checks
-a setting of the co-evolution step.
+a setting.
 
-  Settings(mode, domain: DomainSettings, agent: AgentSettings, env: EnvSettings, pools: PoolSettings,
-           warm_start: WarmStartSettings)
-  AgentSettings(sampling: SamplingParams, logprob_chunk, grpo: GrpoSettings, optimizer: OptimizerSettings,
-                lora: LoraSettings)
-  EnvSettings(train, objective, sampling: SamplingParams, logprob_chunk, num_seeds, samples_per_seed,
-              curriculum: CurriculumSettings, kl_coef, max_kl, kl_cap_mode, optimizer: OptimizerSettings,
-              lora: LoraSettings)
+  Settings(seed, total_steps, checkpoint_every, eval_every, log_every, max_checkpoints, allow_config_change,
+           distributed, tokenizer, slice, mode, mesh: MeshSettings, domain: DomainSection, agent: AgentSettings,
+           env: EnvSettings, pools: PoolSettings, warm_start: WarmStartSettings)
+  AgentSettings(model: ModelSettings, sampling: SamplingParams, logprob_chunk, grpo: GrpoSettings,
+                optimizer: OptimizerSettings, lora: LoraSettings)
+  EnvSettings(model: ModelSettings, train, objective, sampling: SamplingParams, logprob_chunk, num_seeds,
+              samples_per_seed, curriculum: CurriculumSettings, kl_coef, max_kl, kl_cap_mode,
+              optimizer: OptimizerSettings, lora: LoraSettings)
 
 Each section is a frozen dataclass named for its config section (config.env.curriculum -> EnvSettings.curriculum), its
-fields named as the config's keys, each declared once with its default, its test and what it allows (`setting`). A
+fields named as the config's keys, each declared once with its default, its test and what it allows (`setting`;
+the machinery is coevolution/setting_fields.py). A
 section checks its own fields, and the constraints between them, in `__post_init__`; choice fields take their options
-from the code that dispatches on them (the step's MODES, rl.grpo's estimators, ...), so the lists cannot drift. The
-tree is hashable: it is static in the jitted step, as the sampler's own `SamplingParams` (which carries the sampling
-section, checks itself, and travels as is from the config to the sampler and the log-probs).
+from the code that dispatches on them (rl.grpo's estimators, rl.curriculum's objectives, models.attention's
+implementations, the benchmark registry's domains, ...) or declare them here (MODES, ENV_POOL_ADMITS), so the lists
+cannot drift. The tree is hashable: it is static in the jitted step, as the sampler's own `SamplingParams` (which
+carries the sampling section, checks itself, and travels as is from the config to the sampler and the log-probs).
 
 `from_config(config, domain, tokenizer)` walks the ConfigDict once; a key a config lacks takes its default (configs
 saved before a key existed), and every bad value is listed at once (`SettingsError`). `to_config(section)` is the
 inverse for the config files: they start from the defaults and override what their run changes.
 
-The warm start (training.warm_start, before the first step) reads its own section, `WarmStartSettings`. Sections
-outside the tree (the models' shapes, the domain's tasks, the run's schedule) are checked by
-training/config_checks.py, which keeps only those and what crosses into them (the warm start's env targets against
-the domain).
+Everything reads the tree: the step and the warm start their sections, coevolution.build the mesh, the tokenizer, the
+domain's answer form and the models (`ModelSettings.model_config`, its attention included), the loop its schedule,
+plan (planning/) its slice, mesh, rows, lengths and models. A benchmark domain's own keys (data_dir, spec_len, its
+family's options) are its family's (benchmarks.registry), which checks them. training/config_checks.py is the
+commands' entry: `problems` here, as one error.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 import ml_collections
 
-from genenv_jax.coevolution.step import ENV_OBJECTIVES, ENV_POOL_ADMITS, MODES
+from genenv_jax.benchmarks.registry import ARITHMETIC_ANSWERS, DOMAINS
+from genenv_jax.coevolution.setting_fields import (
+  MIX,
+  Section,
+  boolean,
+  choice,
+  count,
+  is_int,
+  is_real,
+  is_text,
+  mix,
+  non_negative,
+  positive,
+  read,
+  remat_setting,
+  sampling_field,
+  section,
+  setting,
+  unit,
+)
+from genenv_jax.coevolution.setting_fields import SettingsError as SettingsError  # re-exported: the tree's error
+from genenv_jax.coevolution.setting_fields import to_config as to_config  # re-exported: the config files use it
+from genenv_jax.models.attention import IMPLEMENTATIONS
+from genenv_jax.models.config import DTYPES, REMAT_POLICIES, ModelConfig
 from genenv_jax.models.lora import TARGETS as LORA_TARGETS
 from genenv_jax.models.lora import LoraSpec
-from genenv_jax.rl.curriculum import KL_CAP_MODES
+from genenv_jax.rl.curriculum import ENV_OBJECTIVES, KL_CAP_MODES, PG
 from genenv_jax.rl.grpo import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS
 from genenv_jax.sampling.sampler import SamplingParams
+from genenv_jax.tasks.arithmetic.domain import VERIFIERS, ArithmeticDomain
 
-
-class SettingsError(ValueError):
-  """Settings with bad values; the message lists every one, a line each ("key = value: must be ...")."""
-
-
-# ---- tests of one value (also used by training/config_checks.py for the sections outside the tree) ---------------
-
-
-def is_int(v: Any) -> bool:
-  return isinstance(v, int) and not isinstance(v, bool)
-
-
-def is_real(v: Any) -> bool:
-  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def positive(v: Any) -> bool:
-  return is_real(v) and v > 0
-
-
-def non_negative(v: Any) -> bool:
-  return is_real(v) and v >= 0
-
-
-def unit(v: Any) -> bool:
-  return is_real(v) and 0 <= v <= 1
-
-
-def boolean(v: Any) -> bool:
-  return isinstance(v, bool)
-
-
-def count(minimum: int) -> Callable[[Any], bool]:
-  return lambda v: is_int(v) and v >= minimum
-
-
-def choice(options: Iterable[str]) -> tuple[Callable[[Any], bool], str]:
-  """(test, allowed) for a value that must be one of `options` (a registry's keys or a tuple of names)."""
-  options = tuple(options)
-  return (lambda v: v in options), "one of " + ", ".join(repr(o) for o in options)
-
-
-def mix(v: Any) -> bool:
-  """Non-negative fractions that sum to 1 (the pools' (base, old, new) draws)."""
-  values = list(v) if isinstance(v, (list, tuple)) else None
-  return bool(values) and all(non_negative(x) for x in values) and abs(sum(values) - 1.0) <= 1e-6
-
-
-MIX = "non-negative fractions that sum to 1"
-
-
-# ---- the machinery: a field with its test, a nested section, the walk over a ConfigDict ---------------------------
-
-
-def setting(default: Any, test: Callable[[Any], bool], allowed: str, convert: Callable | None = None) -> Any:
-  """A settings field: its one default, the test a value must pass, and the words for what it allows. `convert`
-  normalises a config's value (a JSON list -> tuple) before the test."""
-  return dataclasses.field(default=default, metadata={"test": test, "allowed": allowed, "convert": convert})
-
-
-def section(cls: type, **defaults: Any) -> Any:
-  """A nested section (its own dataclass), defaulting to `cls(**defaults)`."""
-  return dataclasses.field(default_factory=lambda: cls(**defaults), metadata={"section": cls, "defaults": defaults})
-
-
-# the sampling keys a config's sampling section holds; the others come from the domain and the tokenizer
-SAMPLING_KEYS = ("temperature", "top_k", "top_p", "prefill_rows", "kv_cache")
-
-
-def sampling_field(max_new_tokens: int) -> Any:
-  """A `SamplingParams` field (the sampler's own frozen settings); `max_new_tokens` only for a tree built in code."""
-  return dataclasses.field(
-    default_factory=lambda: SamplingParams(max_new_tokens=max_new_tokens), metadata={"sampling": True}
-  )
-
-
-class Section:
-  """A frozen settings dataclass that checks itself: every field's test, then `constraints` between its fields."""
-
-  def __post_init__(self):
-    found = self.problems_of({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
-    if found:
-      raise SettingsError(f"invalid {type(self).__name__}:\n  " + "\n  ".join(found))
-
-  @classmethod
-  def problems_of(cls, values: Mapping[str, Any], path: str = "") -> list[str]:
-    """Every bad value among `values` (field -> value), each named by its config key (`path` + field)."""
-    out = []
-    for f in dataclasses.fields(cls):
-      test = f.metadata.get("test")
-      if test is not None and f.name in values and not test(values[f.name]):
-        out.append(f"{path}{f.name} = {values[f.name]!r}: must be {f.metadata['allowed']}")
-    return out or cls.constraints(values, path)
-
-  @classmethod
-  def constraints(cls, values: Mapping[str, Any], path: str) -> list[str]:
-    """Problems between this section's fields (called once each field passes its own test)."""
-    return []
-
-
-def _read(
-  cls: type,
-  node: Any,
-  path: str,
-  fixed: Mapping[str, Mapping[str, Any]],
-  out: list[str],
-  defaults: Mapping[str, Any] | None = None,
-) -> Any:
-  """`cls` from the config node at `path` (None where a value is bad; its problem appended to `out`). `fixed` holds
-  values from outside the config (by field path), `defaults` a parent's defaults for fields the node lacks."""
-  values: dict[str, Any] = dict(defaults or {})
-  bad_parts = False
-  for f in dataclasses.fields(cls):
-    present = node is not None and f.name in node
-    if "section" in f.metadata:
-      sub = node[f.name] if present else None
-      defaults = {k: v for k, v in f.metadata["defaults"].items() if sub is None or k not in sub}
-      part = _read(f.metadata["section"], sub, f"{path}{f.name}.", fixed, out, defaults)
-    elif "sampling" in f.metadata:
-      sub = node[f.name] if present else {}
-      given = {k: sub[k] for k in SAMPLING_KEYS if k in sub}
-      try:
-        part = dataclasses.replace(f.default_factory(), **given, **fixed.get(f"{path}{f.name}", {}))
-      except (TypeError, ValueError) as e:  # the sampler's own check
-        out.append(f"{path}{f.name}: {e}")
-        part = None
-    elif present:
-      convert = f.metadata.get("convert")
-      part = convert(node[f.name]) if convert is not None and node[f.name] is not None else node[f.name]
-    else:
-      continue
-    bad_parts |= part is None
-    values[f.name] = part
-  if bad_parts:
-    return None
-  found = cls.problems_of(values, path)
-  out.extend(found)
-  return None if found else cls(**values)
-
-
-def to_config(settings: Any) -> ml_collections.ConfigDict:
-  """A section as the ConfigDict a config file holds (its sampling as the config's sampling keys only)."""
-  out = {}
-  for f in dataclasses.fields(settings):
-    value = getattr(settings, f.name)
-    if "section" in f.metadata:
-      out[f.name] = to_config(value)
-    elif "sampling" in f.metadata:
-      out[f.name] = ml_collections.ConfigDict({k: getattr(value, k) for k in SAMPLING_KEYS})
-    else:
-      out[f.name] = value
-  return ml_collections.ConfigDict(out)
+# The step's typed choices (the step dispatches on them; coevolution/step.py imports them from here).
+Mode = Literal["coevolve", "static", "grpo"]
+MODES = get_args(Mode)
+COEVOLVE, STATIC, GRPO = MODES
+# coevolve: the env writes tasks every step (GenEnv); static: the env writes once, before training, then only replay;
+# grpo: plain GRPO on replayed seed tasks, no env.
+EnvPoolAdmits = Literal["band", "valid"]
+ENV_POOL_ADMITS = get_args(EnvPoolAdmits)
+BAND, VALID = ENV_POOL_ADMITS
+# band: only fresh tasks whose p̂ lies in the α band join D_env (GenEnv); valid: every valid fresh task, with its p̂.
 
 
 # ---- the sections -----------------------------------------------------------------------------------------------
@@ -261,6 +146,68 @@ class DomainSettings(Section):
   success_threshold: float = setting(0.5, unit, "a number in [0, 1] (R_agent >= it counts as a success for p̂)")
 
 
+ARITHMETIC = {f.name: f.default for f in dataclasses.fields(ArithmeticDomain) if f.init and f.name != "tokenizer"}
+LENGTH = "an integer >= 0 (0 = what the longest task needs)"
+
+
+@dataclasses.dataclass(frozen=True)
+class DomainSection(DomainSettings):
+  """The whole domain section (config.domain): which domain, and the arithmetic domain's grammar, seeds and lengths
+  (tasks.arithmetic.domain.ArithmeticDomain, whose own defaults these are; benchmarks.registry.build_domain builds
+  the domain from the section). A benchmark domain (configs/tools.py) has its own keys (data_dir, spec_len, its
+  family's options), which its family checks; the arithmetic keys do not apply to it."""
+
+  name: str = setting("arithmetic", *choice(DOMAINS))
+  # value: the expression's value (ArithmeticDomain); running: the last digit of every running sum
+  # (tasks/arithmetic/running.py)
+  answer: str = setting(ARITHMETIC_ANSWERS[0], *choice(ARITHMETIC_ANSWERS))
+  verifier: str = setting(ARITHMETIC["verifier"], *choice(VERIFIERS))  # jax: on device; host: Python callbacks
+  min_operands: int = setting(ARITHMETIC["min_operands"], count(2), "an integer >= 2")
+  max_operands: int = setting(ARITHMETIC["max_operands"], count(2), "an integer >= 2")
+  max_digits: int = setting(ARITHMETIC["max_digits"], count(1), "an integer >= 1")
+  operators: str = setting(ARITHMETIC["operators"], is_text, "a string of operators (a subset of '+-*')")
+  bound: int = setting(ARITHMETIC["bound"], count(1), "an integer >= 1")
+  seed_max_difficulty: int = setting(ARITHMETIC["seed_max_difficulty"], count(0), "an integer >= 0 (0 = every level)")
+  seed_decay: float = setting(ARITHMETIC["seed_decay"], positive, "a number > 0")
+  num_seeds: int = setting(ARITHMETIC["num_seeds"], count(0), "an integer >= 0")
+  num_heldout: int = setting(ARITHMETIC["num_heldout"], count(1), "an integer >= 1")
+  agent_prompt_len: int = setting(0, count(0), LENGTH)
+  agent_answer_len: int = setting(0, count(0), LENGTH)
+  env_prompt_len: int = setting(0, count(0), LENGTH)
+  env_output_len: int = setting(0, count(0), LENGTH)
+
+  @classmethod
+  def constraints(cls, values, path):
+    lo, hi = values.get("min_operands", cls.min_operands), values.get("max_operands", cls.max_operands)
+    return [f"{path}max_operands = {hi}: must be >= {path}min_operands ({lo})"] if hi < lo else []
+
+  @property
+  def lengths(self) -> dict[str, int]:
+    """The four lengths (0 = what the longest task needs)."""
+    return {k: getattr(self, k) for k in ("agent_prompt_len", "agent_answer_len", "env_prompt_len", "env_output_len")}
+
+
+def mesh_size(v: Any) -> bool:
+  return is_int(v) and (v == -1 or v >= 1)
+
+
+MESH_SIZE = "an integer >= 1, or -1 (every remaining device)"
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshSettings(Section):
+  """The device mesh (parallel.sharding.make_mesh): data parallel, fully-sharded data parallel, tensor parallel; one
+  size may be -1, every device the others leave."""
+
+  data: int = setting(-1, mesh_size, MESH_SIZE)
+  fsdp: int = setting(1, mesh_size, MESH_SIZE)
+  tensor: int = setting(1, mesh_size, MESH_SIZE)
+
+  @property
+  def sizes(self) -> dict[str, int]:
+    return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
 def lora_targets(v: Any) -> bool:
   """Distinct projection names, at least one, each one models.lora knows."""
   return isinstance(v, tuple) and bool(v) and all(t in LORA_TARGETS for t in v) and len(set(v)) == len(v)
@@ -290,10 +237,77 @@ class LoraSettings(Section):
     return LoraSpec(self.rank, float(self.alpha), self.targets, float(self.dropout)) if self.enabled else None
 
 
+# the model fields that describe a random decoder's shape: an HF checkpoint brings its own (its config.json)
+SHAPE_FIELDS = (
+  "vocab_size",
+  "hidden_size",
+  "intermediate_size",
+  "num_layers",
+  "num_heads",
+  "num_kv_heads",
+  "head_dim",
+  "rope_theta",
+  "qkv_bias",
+  "tie_word_embeddings",
+  "max_position_embeddings",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSettings(Section):
+  """A model (agent.model, env.model): a local HF checkpoint (`hf_path`), or a random Llama-style decoder of the shape
+  below (models.config.ModelConfig, built by `model_config`). With `hf_path` set, the checkpoint's config.json gives
+  the shape and only `dtype`, `remat` and `attention` apply. Defaults: the CPU demo's ~0.15M-parameter decoder
+  (configs/default.py), head_dim = hidden_size / num_heads."""
+
+  hf_path: str = setting("", is_text, "a checkpoint directory, hub id or URL ('' = a random model of the shape below)")
+  arch: str = setting(
+    "", is_text, "a known checkpoint's name (planning.architectures.KNOWN_MODELS, read by plan only) or ''"
+  )
+  vocab_size: int = setting(0, count(0), "an integer >= 0 (0 = the tokenizer's vocabulary)")
+  hidden_size: int = setting(64, count(1), "an integer >= 1")
+  intermediate_size: int = setting(256, count(1), "an integer >= 1")
+  num_layers: int = setting(2, count(1), "an integer >= 1")
+  num_heads: int = setting(4, count(1), "an integer >= 1")
+  num_kv_heads: int = setting(2, count(1), "an integer >= 1")
+  head_dim: int = setting(16, count(1), "an integer >= 1")
+  rope_theta: float = setting(10000.0, positive, "a number > 0")
+  qkv_bias: bool = setting(False, boolean, "true or false (biases on the q, k, v projections: Qwen2)")
+  tie_word_embeddings: bool = setting(True, boolean, "true or false (the LM head is the embedding)")
+  max_position_embeddings: int = setting(256, count(1), "an integer >= 1")
+  dtype: str = setting("float32", *choice(DTYPES))  # parameters and compute
+  remat: Any = setting("none", remat_setting, "true, false or one of " + ", ".join(REMAT_POLICIES))
+  # auto: TPU splash, GPU cudnn, CPU blockwise (models.attention)
+  attention: str = setting("auto", *choice(IMPLEMENTATIONS))
+
+  @classmethod
+  def field_problems(cls, values, path=""):
+    """An HF checkpoint's shape is its config.json's: the shape fields are not checked then."""
+    if values.get("hf_path"):
+      values = {k: v for k, v in values.items() if k not in SHAPE_FIELDS}
+    return super().field_problems(values, path)
+
+  @classmethod
+  def constraints(cls, values, path):
+    if values.get("hf_path"):
+      return []
+    heads, kv = values.get("num_heads", cls.num_heads), values.get("num_kv_heads", cls.num_kv_heads)
+    if heads % kv:
+      return [f"{path}num_heads = {heads}: must be a multiple of {path}num_kv_heads ({kv})"]
+    return []
+
+  def model_config(self, vocab_size: int) -> ModelConfig:
+    """The ModelConfig of the random decoder of this shape (`vocab_size`: the tokenizer's, unless set here)."""
+    shape = {k: getattr(self, k) for k in SHAPE_FIELDS}
+    shape["vocab_size"] = int(self.vocab_size or vocab_size)
+    return ModelConfig(**shape, param_dtype=self.dtype, dtype=self.dtype, remat=self.remat, attention=self.attention)
+
+
 @dataclasses.dataclass(frozen=True)
 class AgentSettings(Section):
-  """The agent: its sampling (the sampler's SamplingParams), log-prob chunking, GRPO, optimizer and LoRA."""
+  """The agent: its model, its sampling (the sampler's SamplingParams), log-prob chunking, GRPO, optimizer and LoRA."""
 
+  model: ModelSettings = section(ModelSettings)
   sampling: SamplingParams = sampling_field(max_new_tokens=8)
   logprob_chunk: int = setting(512, count(1), "an integer >= 1")  # response positions per LM-head chunk
   grpo: GrpoSettings = section(GrpoSettings)
@@ -307,10 +321,15 @@ class EnvSettings(Section):
 
   kl_coef 0.001: KL(π_env ‖ π_env,init) on its task tokens, weak so that the env keeps pace with the agent (DESIGN.md,
   "The method"); max_kl 0.05 nats/token per update, scaled (rl.curriculum.kl_cap_scale), guards its
-  stability instead."""
+  stability instead.
 
+  The env's losses (rl.curriculum: RWR's KL term, PG's clipped surrogate) use the agent's `agent.grpo.clip_low`,
+  `clip_high` and `kl_estimator`: one clip range and one KL estimator per run, as in GenEnv's official code (one
+  veRL actor config for both models); `Settings.env_loss` names them."""
+
+  model: ModelSettings = section(ModelSettings)
   train: bool = setting(True, boolean, "true or false (false: GenEnv-Random, the env samples but never learns)")
-  objective: str = setting("rwr", *choice(ENV_OBJECTIVES))
+  objective: str = setting(ENV_OBJECTIVES[0], *choice(ENV_OBJECTIVES))
   sampling: SamplingParams = sampling_field(max_new_tokens=16)
   logprob_chunk: int = setting(512, count(1), "an integer >= 1")
   num_seeds: int = setting(8, count(1), "an integer >= 1 (env prompts per step)")
@@ -325,7 +344,7 @@ class EnvSettings(Section):
   @classmethod
   def constraints(cls, values, path):
     k = values.get("samples_per_seed", cls.samples_per_seed)
-    if values.get("objective", cls.objective) == "pg" and k < 2:
+    if values.get("objective", cls.objective) == PG and k < 2:
       return [f"{path}samples_per_seed = {k}: the 'pg' objective needs >= 2 (a group per seed)"]
     return []
 
@@ -339,14 +358,20 @@ class PoolSettings(Section):
   num_replay: int = setting(0, count(0), "an integer >= 0 (tasks re-drawn from D_train per step)")
   replay_mix: tuple[float, float, float] = setting((0.5, 0.25, 0.25), mix, MIX, convert=tuple)  # base, old, new
   env_seed_mix: tuple[float, float, float] = setting((0.5, 0.25, 0.25), mix, MIX, convert=tuple)
-  env_admits: str = setting("band", *choice(ENV_POOL_ADMITS))  # which fresh tasks join D_env
+  env_admits: EnvPoolAdmits = setting(BAND, *choice(ENV_POOL_ADMITS))  # which fresh tasks join D_env
   new_window: int = setting(1, count(1), "an integer >= 1")
   keep_seeds: bool = setting(True, boolean, "true or false")
   static_rounds: int = setting(8, count(1), "an integer >= 1")
 
 
-ENV_TARGETS = ("nearby", "nearby_level", "variation", "rate_directed")  # training.warm_start.sft_batches' targets
-ENV_P_HATS = ("unknown", "all")  # the p̂ its env prompts show (training.warm_start.env_p_hat_values)
+# the env's warm-start targets (training.warm_start.sft_batches): nearby, a seed of nearby difficulty; nearby_level,
+# the same with the partner's level drawn first; variation, one local edit of the seed (arithmetic only);
+# rate_directed, a seed one level harder above the α band, easier below, alike inside (needs env_p_hats = "all")
+EnvTargets = Literal["nearby", "nearby_level", "variation", "rate_directed"]
+ENV_TARGETS = get_args(EnvTargets)
+# the p̂ the env's warm-start prompts show (training.warm_start.env_p_hat_values): unknown, "?" only; all, every k / G
+EnvPHats = Literal["unknown", "all"]
+ENV_P_HATS = get_args(EnvPHats)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,8 +387,8 @@ class WarmStartSettings(Section):
   batch_size: int = setting(64, count(1), "an integer >= 1")
   lr: float = setting(3e-3, positive, "a number > 0")
   env_copy_frac: float = setting(0.0, unit, "a number in [0, 1] (the share of env targets that restate their seed)")
-  env_targets: str = setting("nearby", *choice(ENV_TARGETS))
-  env_p_hats: str = setting("unknown", *choice(ENV_P_HATS))
+  env_targets: EnvTargets = setting(ENV_TARGETS[0], *choice(ENV_TARGETS))
+  env_p_hats: EnvPHats = setting(ENV_P_HATS[0], *choice(ENV_P_HATS))
 
   @classmethod
   def constraints(cls, values, path):
@@ -378,10 +403,24 @@ class WarmStartSettings(Section):
 
 @dataclasses.dataclass(frozen=True)
 class Settings(Section):
-  """The whole tree the step, the warm start, the loop and the logs read (module docstring)."""
+  """The whole tree the step, the warm start, the loop, plan and the logs read (module docstring). The run's schedule
+  and checkpoints are top-level keys: `total_steps` co-evolution steps, logged every `log_every`, evaluated every
+  `eval_every`, checkpointed every `checkpoint_every` (the last `max_checkpoints` kept)."""
 
-  mode: str = setting("coevolve", *choice(MODES))
-  domain: DomainSettings = section(DomainSettings)
+  seed: int = setting(0, count(0), "an integer >= 0")
+  total_steps: int = setting(200, count(1), "an integer >= 1")
+  checkpoint_every: int = setting(50, count(1), "an integer >= 1")
+  eval_every: int = setting(25, count(1), "an integer >= 1")
+  log_every: int = setting(5, count(1), "an integer >= 1")
+  max_checkpoints: int = setting(2, count(1), "an integer >= 1")
+  # resume a workdir whose run had another config (training.loop.RESUMABLE_CHANGES lists what needs no permission)
+  allow_config_change: bool = setting(False, boolean, "true or false")
+  distributed: bool = setting(False, boolean, "true or false (call jax.distributed.initialize: multi-host pods)")
+  tokenizer: str = setting("", is_text, "an HF tokenizer directory, or '' (the shipped arithmetic sentencepiece model)")
+  slice: str = setting("", is_text, "a Cloud TPU slice name (e.g. 'v5p-64', what plan plans for), or ''")
+  mode: Mode = setting(COEVOLVE, *choice(MODES))
+  mesh: MeshSettings = section(MeshSettings)
+  domain: DomainSection = section(DomainSection)
   agent: AgentSettings = section(AgentSettings)
   env: EnvSettings = section(EnvSettings)
   pools: PoolSettings = section(PoolSettings)
@@ -394,7 +433,7 @@ class Settings(Section):
     mode, agent, env, pools = (values.get(k) for k in ("mode", "agent", "env", "pools"))
     if not (agent and env and pools):
       return out
-    env_rows = env.num_seeds * env.samples_per_seed if mode == "coevolve" else 0
+    env_rows = env.num_seeds * env.samples_per_seed if mode == COEVOLVE else 0
     agent_rows = (env_rows + pools.num_replay) * agent.grpo.group_size
     if agent_rows == 0:
       out.append(
@@ -412,18 +451,30 @@ class Settings(Section):
         out.append(
           f"{path}{who}.sampling.prefill_rows = {chunk}: must divide the {rows} rows the {who} samples at once"
         )
+    domain, warm = values.get("domain") or cls().domain, values.get("warm_start") or cls().warm_start
+    if warm.env_targets == "variation" and domain.name != "arithmetic":
+      out.append(
+        f"{path}warm_start.env_targets = 'variation': only the arithmetic domain can edit its seeds, not "
+        f"{domain.name!r}; use 'nearby'"
+      )
     return out
 
   @property
   def num_fresh(self) -> int:
     """Env tasks written per step (0 unless the mode co-evolves)."""
-    return self.env.num_seeds * self.env.samples_per_seed if self.mode == "coevolve" else 0
+    return self.env.num_seeds * self.env.samples_per_seed if self.mode == COEVOLVE else 0
+
+  @property
+  def env_loss(self) -> tuple[float, float, str]:
+    """(clip_low, clip_high, kl_estimator) of the env's losses: the agent's (EnvSettings says why)."""
+    g = self.agent.grpo
+    return g.clip_low, g.clip_high, g.kl_estimator
 
 
 def problems(config: ml_collections.ConfigDict, fixed: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
   """Every bad value of the config's settings, one line each; empty when they are valid."""
   out: list[str] = []
-  _read(Settings, config, "", fixed or {}, out)
+  read(Settings, config, "", fixed or {}, out)
   return out
 
 
@@ -440,7 +491,7 @@ def from_config(config: ml_collections.ConfigDict, domain: Any = None, tokenizer
     fixed.setdefault("agent.sampling", {})["max_new_tokens"] = domain.agent_answer_len
     fixed.setdefault("env.sampling", {})["max_new_tokens"] = domain.env_output_len
   out: list[str] = []
-  settings = _read(Settings, config, "", fixed, out)
+  settings = read(Settings, config, "", fixed, out)
   if out:
     raise SettingsError(f"invalid settings ({len(out)} bad value{'s' * (len(out) > 1)}):\n  " + "\n  ".join(out))
   return settings

@@ -11,20 +11,21 @@ step(state) -> (state, metrics), one jax.jit with the state donated:
      penalty to the initial env and a cap on the KL of each update;
   8. valid fresh tasks join D_train, kept ones join D_env; replayed tasks get their new p̂.
 Ablations are static switches: mode "coevolve" | "static" (env generates once, then only replay) | "grpo" (no env);
-env_train=False is GenEnv-Random (the env samples but never learns).
+env.train=False is GenEnv-Random (the env samples but never learns).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
+from genenv_jax.coevolution.settings import BAND, Settings
 from genenv_jax.models import lora
 from genenv_jax.parallel.sharding import (
   batch_shards_in_context,
@@ -40,13 +41,7 @@ from genenv_jax.rl.updates import gradient_step, minibatch_updates
 from genenv_jax.sampling import sampler
 from genenv_jax.tasks.base import Domain, TaskBatch
 
-if TYPE_CHECKING:  # the settings import this module's choice lists
-  from genenv_jax.coevolution.settings import Settings
-
 POOL_FIELDS = ("prompt_ids", "prompt_mask", "spec", "difficulty", "env_ids", "env_mask")
-MODES = ("coevolve", "static", "grpo")
-ENV_OBJECTIVES = ("rwr", "pg")
-ENV_POOL_ADMITS = ("band", "valid")  # which fresh tasks join D_env (pools.env_admits)
 
 
 @struct.dataclass
@@ -110,7 +105,7 @@ def by_seed_source(values: dict[str, jax.Array], valid: jax.Array, from_base: ja
   generated tasks of D_env (`<name>_from_generated_seeds`); NaN where no such task exists (the log and summary.json
   then leave it out).
 
-  Mean p̂ averages both kinds of prompt, in the proportions of `pools.pools.env_seed_mix`; apart, they show when one kind
+  Mean p̂ averages both kinds of prompt, in the proportions of `pools.env_seed_mix`; apart, they show when one kind
   pulls it out of the band (docs/EXPERIMENTS.md, "What the default shows")."""
   out = {}
   for source, mask in (("base", valid & from_base), ("generated", valid & ~from_base)):
@@ -362,7 +357,7 @@ class Coevolution:
     """RWR (or GRPO on R_env) on the env's own task tokens, KL-penalised to the initial env, KL-capped per update.
     With LoRA adapters (models.lora) only they train, and the initial env is the base with the adapters off."""
     s = self.settings
-    if s.env.objective == "pg":
+    if s.env.objective == curriculum.PG:
       env_mask = env_out.mask  # parse failures stay in their group with R_env = 0 (negative advantage)
     else:
       env_mask = env_out.mask * cur["keep"][:, None].astype(jnp.int32)  # RWR trains on the kept tasks only
@@ -396,7 +391,7 @@ class Coevolution:
 
     def loss_fn(params, b):
       logp = logp_of(lora.combine(params, frozen), b, dropout_key)
-      if s.env.objective == "rwr":
+      if s.env.objective == curriculum.RWR:
         return curriculum.rwr_env_loss(
           logp, b["mask"], b["weights"], b["logp_ref"], kl_coef=s.env.kl_coef, kl_estimator=s.agent.grpo.kl_estimator
         )
@@ -489,7 +484,7 @@ class Coevolution:
     rows = pool_rows(fresh, env_out.tokens, env_out.mask)
     p_hat, valid = fresh_cur["p_hat"], fresh.valid
     train_pool = pools.insert(train_pool, rows, valid, step, p_hat=p_hat, keep_seeds=s.pools.keep_seeds)
-    admitted = fresh_cur["keep"] if s.pools.env_admits == "band" else valid
+    admitted = fresh_cur["keep"] if s.pools.env_admits == BAND else valid
     env_pool = pools.insert(env_pool, rows, admitted, step, p_hat=p_hat, keep_seeds=s.pools.keep_seeds)
     return train_pool, env_pool
 

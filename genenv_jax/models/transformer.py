@@ -17,6 +17,7 @@ with `logical_axes` metadata; genenv_jax.parallel.sharding maps those onto the m
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -255,6 +256,12 @@ class Transformer(nnx.Module):
     )
     logits = dense(x, self.head_weight())
     return constrain(logits.astype(jnp.float32), ("batch", "length", "vocab")), cache
+
+  def use_attention(self, implementation: str) -> None:
+    """Computes attention with `implementation` (models.attention.IMPLEMENTATIONS) from now on: a checkpoint loads
+    with its config's "auto", and a run's `model.attention` setting applies to it this way."""
+    self.config = dataclasses.replace(self.config, attention=implementation)
+    self.layers.attn.config = self.config
 
   def head_weight(self) -> jax.Array:
     """The LM head [E, V] in the compute dtype (the embedding transposed when tied)."""

@@ -196,7 +196,7 @@ KNOBS = {
   "mini-batch is its own optimizer step), turn on model.remat if off, or shorten the domain lengths",
   "optimizer": "AdamW moments: grow the fsdp axis (mesh.fsdp) so they shard over more chips",
   "optimizer_replicated": "AdamW moments are REPLICATED on every chip: give them their parameters' shardings "
-  "(plan --shard_optimizer shows the effect)",
+  "(coevolution.build.optimizer_state_shardings, which every state built by coevolution.build has)",
   "parameters": "trained weights: grow the fsdp axis (mesh.fsdp)",
   "references": "frozen reference copies: offload them to host memory or drop them (agent.grpo.kl_coef=0 and "
   "env.kl_coef=0), or grow the fsdp axis",

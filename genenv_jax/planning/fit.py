@@ -107,18 +107,19 @@ class Basis:
 # ---- the config and its candidates -------------------------------------------------------------------------------
 
 
-def _get(config, path: str):
-  node = config
+def _get(tree, path: str):
+  """The settings tree's value at a config path ("agent.model.remat")."""
   for part in path.split("."):
-    if not hasattr(node, "get") or part not in node:
-      raise ValueError(f"plan --fit searches {path}, which the config does not have")
-    node = node[part]
-  return node
+    tree = getattr(tree, part)
+  return tree
 
 
 def knob_values(config) -> dict[str, object]:
-  """The config's own value of each knob (KNOBS), as it is written (mesh sizes may be -1)."""
-  values = {field: _get(config, path) for field, path in KNOBS.items()}
+  """The config's own value of each knob (KNOBS), as its settings tree holds it (mesh sizes may be -1)."""
+  from genenv_jax.planning.workload import tree_of
+
+  tree = tree_of(config)
+  values = {field: _get(tree, path) for field, path in KNOBS.items()}
   for who in ("agent", "env"):
     if not isinstance(values[f"{who}_remat"], str):
       raise ValueError(
@@ -130,10 +131,10 @@ def knob_values(config) -> dict[str, object]:
 
 def given(config, devices: int) -> Candidate:
   """The config's own knobs as a Candidate, its mesh sized for `devices` chips (a -1 resolved)."""
-  from genenv_jax.planning.workload import virtual_mesh_sizes
+  from genenv_jax.planning.workload import tree_of, virtual_mesh_sizes
 
   values = knob_values(config)
-  values.update(virtual_mesh_sizes(dict(config.mesh), devices))
+  values.update(virtual_mesh_sizes(tree_of(config).mesh.sizes, devices))
   return Candidate(**values)
 
 
@@ -239,7 +240,7 @@ def basis_of(config, devices: int, chip_name: str, usable_fraction: float = 0.9,
 
 @functools.lru_cache(maxsize=64)
 def _shape(model, kv_cache: str):
-  from genenv_jax.planning.models import shape_of
+  from genenv_jax.planning.architectures import shape_of
 
   return shape_of(model, kv_cache)
 
@@ -384,6 +385,7 @@ def search(
   model, the first `confirm_n` fitting ones compiled (compile_fn; default planner.plan for `target`). Returns the
   result (what --json writes) and logs the report."""
   from genenv_jax.planning import costs, planner
+  from genenv_jax.planning.workload import tree_of
   from genenv_jax.training.config_checks import validate
 
   _check_confirm(confirm_n)
@@ -413,7 +415,7 @@ def search(
   chosen = next((c for c in checked if c.fits), None)
   best = ranked[chosen.rank] if chosen else (ranked[0] if fitting and not confirm_n else None)
   result = {
-    "slice": config.get("slice", "") or "",
+    "slice": tree_of(config).slice,
     "chip": basis.chip.name,
     "devices": devices,
     "usable_bytes": usable_fraction * basis.chip.hbm_bytes,

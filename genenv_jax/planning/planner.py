@@ -23,9 +23,9 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from genenv_jax.planning.models import resolve_model, shape_of
+from genenv_jax.planning.architectures import resolve_model, shape_of
 from genenv_jax.planning.report import analytic_figures, format_report
-from genenv_jax.planning.workload import LENGTHS, planning_domain, slice_of, virtual_mesh_sizes, workload_of
+from genenv_jax.planning.workload import LENGTHS, planning_domain, slice_of, tree_of, virtual_mesh_sizes, workload_of
 
 TARGETS = ("tpu", "cpu")
 
@@ -123,9 +123,10 @@ def target_devices(config, target: str, devices: int) -> tuple[list, str]:
   from genenv_jax.planning import topology
 
   if target == "tpu":
-    if not config.get("slice", ""):
+    name = tree_of(config).slice
+    if not name:
       raise ValueError("--target=tpu compiles for the config's TPU slice, and the config names none (config.slice)")
-    top = topology.topology(config.slice)
+    top = topology.topology(name)
     return topology.tpu_devices(top), f"tpu {top.name}"
   if target != "cpu":
     raise ValueError(f"unknown compile target {target!r}; choose one of {', '.join(TARGETS)}")
@@ -150,7 +151,7 @@ def compile_step(config, agent_mc, env_mc, target: str, devices: int, hlo_path: 
 
   t0 = time.time()
   mesh_devices, name = target_devices(config, target, devices)
-  mesh = shd.make_mesh(dict(config.mesh), devices=mesh_devices)
+  mesh = shd.make_mesh(tree_of(config).mesh.sizes, devices=mesh_devices)
   run, state = build(config, abstract=True, mesh=mesh, agent_model=agent_mc, env_model=env_mc)
   step = run.coevolution.jit_step(run.state_shardings)
   t1 = time.time()
@@ -213,9 +214,10 @@ def models_of(config, attention: str | None = None, num_layers: int | None = Non
   `attention` where given and `num_layers` where given; a ValueError when the two attention implementations differ."""
   from genenv_jax.models.tokenizer import load_tokenizer
 
-  vocab = load_tokenizer(config.tokenizer or None).vocab_size
-  agent_mc = resolve_model(config.agent.model, vocab, attention)
-  env_mc = resolve_model(config.env.model, vocab, attention)
+  s = tree_of(config)
+  vocab = load_tokenizer(s.tokenizer or None).vocab_size
+  agent_mc = resolve_model(s.agent.model, vocab, attention)
+  env_mc = resolve_model(s.env.model, vocab, attention)
   if num_layers:
     agent_mc, env_mc = (dataclasses.replace(m, num_layers=num_layers) for m in (agent_mc, env_mc))
   if agent_mc.attention != env_mc.attention:
@@ -228,13 +230,19 @@ def models_of(config, attention: str | None = None, num_layers: int | None = Non
 
 def config_lengths(config) -> dict | None:
   """The built domain's four lengths where the config leaves one at 0 (--nocompile), else None (the config's)."""
-  if all(int(config.domain.get(k, 0)) for k in LENGTHS):
+  s = tree_of(config)
+  if all(s.domain.lengths.values()):
     return None
   from genenv_jax.benchmarks.registry import build_domain
   from genenv_jax.models.tokenizer import load_tokenizer
 
-  domain = build_domain(config.domain, load_tokenizer(config.tokenizer or None), seed=config.seed)
+  domain = build_domain(config.domain, load_tokenizer(s.tokenizer or None), seed=s.seed, answer=s.domain.answer)
   return {k: getattr(domain, k) for k in LENGTHS}
+
+
+def kv_cache_of(config, who: str) -> str:
+  """The KV cache kind `who` ("agent" or "env") samples with (its sampling.kv_cache setting)."""
+  return getattr(tree_of(config), who).sampling.kv_cache
 
 
 def analytic_components(analysis) -> dict[str, int]:
@@ -249,7 +257,7 @@ def analytic_components(analysis) -> dict[str, int]:
 def config_figures(config, mesh_sizes, devices, chip_name, agent_mc, env_mc, remat, w, rows) -> dict:
   """What was planned: the slice, mesh, models, lengths, rows and the memory knobs, as `plan`'s JSON gives them."""
   return {
-    "slice": config.get("slice", "") or "",
+    "slice": tree_of(config).slice,
     "mesh": mesh_sizes,
     "devices": devices,
     "chip": chip_name,
@@ -268,10 +276,7 @@ def config_figures(config, mesh_sizes, devices, chip_name, agent_mc, env_mc, rem
     "minibatches": w.minibatches,
     "logprob_chunk": {"agent": w.agent_logprob_chunk, "env": w.env_logprob_chunk},
     "prefill_rows": {"agent": w.agent_prefill_rows, "env": w.env_prefill_rows},
-    "kv_cache": {
-      "agent": config.agent.sampling.get("kv_cache", "auto"),
-      "env": config.env.sampling.get("kv_cache", "auto"),
-    },
+    "kv_cache": {"agent": kv_cache_of(config, "agent"), "env": kv_cache_of(config, "env")},
   }
 
 
@@ -301,11 +306,11 @@ def plan(
   agent_mc, env_mc = models_of(config, attention, num_layers)
   compiled = compile_step(config, agent_mc, env_mc, target, devices, hlo_path) if compile_program else None
   lengths = compiled.lengths if compiled else config_lengths(config)
-  mesh_sizes = compiled.mesh_sizes if compiled else virtual_mesh_sizes(dict(config.mesh), devices)
+  mesh_sizes = compiled.mesh_sizes if compiled else virtual_mesh_sizes(tree_of(config).mesh.sizes, devices)
   mesh_shape = analytic.MeshShape(mesh_sizes["data"], mesh_sizes["fsdp"], mesh_sizes["tensor"])
   w = workload_of(config, lengths)
-  agent_shape = shape_of(agent_mc, config.agent.sampling.get("kv_cache", "auto"))
-  env_shape = shape_of(env_mc, config.env.sampling.get("kv_cache", "auto"))
+  agent_shape = shape_of(agent_mc, kv_cache_of(config, "agent"))
+  env_shape = shape_of(env_mc, kv_cache_of(config, "env"))
   remat = {"agent": analytic.remat_policy(agent_mc.remat), "env": analytic.remat_policy(env_mc.remat)}
   analysis = analytic.analyse(
     w,

@@ -4,13 +4,21 @@
 from __future__ import annotations
 
 
+def tree_of(config):
+  """The config's settings tree (coevolution.settings): every value plan reads, with the tree's one default for a key
+  the config lacks. Raises coevolution.settings.SettingsError naming every bad value."""
+  from genenv_jax.coevolution.settings import from_config
+
+  return from_config(config)
+
+
 def slice_of(config, devices: int | None = None, chip_name: str | None = None) -> tuple[str, int]:
   """(chip, devices): --chip / --devices where given, else the config's `slice` (e.g. "v5p-64": v5p, 32 chips)."""
   from genenv_jax.planning import costs
 
   if devices is not None and devices <= 0:
     raise ValueError(f"--devices must be positive, got {devices}")
-  name = config.get("slice", "") or ""
+  name = tree_of(config).slice
   if name:
     kind, chips = costs.slice_chips(name)
     return (chip_name or kind), (devices or chips)
@@ -22,52 +30,60 @@ def slice_of(config, devices: int | None = None, chip_name: str | None = None) -
   return chip_name, devices
 
 
+DEFAULT_CHIP = "v5e"  # the chip whose figures plan uses for a config without a slice: the smallest memory (16 GiB)
+
+
+def host_slice(config) -> tuple[str, int, str]:
+  """(chip, devices, note) for a config that names no slice, planned without --devices and --chip: this host's CPU
+  devices (XLA_FLAGS' --xla_force_host_platform_device_count, else 1; what `main` runs the config on), with the
+  DEFAULT_CHIP's figures (its memory, FLOPs and bandwidths), and the note that says so."""
+  import os
+  import re
+
+  forced = re.search(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
+  devices = int(forced.group(1)) if forced else 1
+  note = (
+    f"the config names no TPU slice (config.slice): planned for this host's {devices} CPU device"
+    f"{'s' * (devices > 1)}, with the {DEFAULT_CHIP}'s figures (memory, FLOPs, bandwidths); give --devices and "
+    "--chip to plan for another slice"
+  )
+  return DEFAULT_CHIP, devices, note
+
+
 LENGTHS = ("agent_prompt_len", "agent_answer_len", "env_prompt_len", "env_output_len")
 
 
 def workload_of(config, lengths=None):
-  """analytic.Workload of a config: rows as coevolution.settings counts them, lengths from config.domain
-  (or `lengths`, a mapping with the four LENGTHS, e.g. the built domain's when the config leaves them 0)."""
+  """analytic.Workload of a config: rows as coevolution.settings counts them (Settings.num_fresh), lengths from the
+  domain section (or `lengths`, a mapping with the four LENGTHS, e.g. the built domain's when the config leaves them
+  0), every other value the settings tree's."""
   from genenv_jax.planning import analytic
 
-  lengths = lengths or {k: int(config.domain.get(k, 0)) for k in LENGTHS}
+  s = tree_of(config)
+  lengths = lengths or s.domain.lengths
   if not all(lengths.get(k) for k in LENGTHS):
     raise ValueError(
       f"the config leaves a domain length at 0 ({dict(lengths)}): --nocompile needs all four of "
       f"{', '.join(LENGTHS)} set (or drop --nocompile so the domain is built)"
     )
-  a, e = config.agent, config.env
-  env_rows = e.num_seeds * e.get("samples_per_seed", 1) if config.mode == "coevolve" else 0
-  chunk = lambda m: int(m.get("logprob_chunk", 0) or 0)  # noqa: E731
-  prefill = lambda m: int(m.sampling.get("prefill_rows", 0) or 0)  # noqa: E731
+  a, e = s.agent, s.env
   return analytic.Workload(
-    agent_lora=lora_spec_of(a),
-    env_lora=lora_spec_of(e),
-    env_rows=env_rows,
-    agent_rows=(env_rows + config.pools.num_replay) * a.grpo.group_size,
+    agent_lora=a.lora.spec,
+    env_lora=e.lora.spec,
+    env_rows=s.num_fresh,
+    agent_rows=(s.num_fresh + s.pools.num_replay) * a.grpo.group_size,
     minibatches=a.grpo.minibatches,
     agent_prompt=lengths["agent_prompt_len"],
     agent_answer=lengths["agent_answer_len"],
     env_prompt=lengths["env_prompt_len"],
     env_output=lengths["env_output_len"],
     agent_reference=a.grpo.kl_coef > 0,
-    env_train=bool(e.train),
-    agent_logprob_chunk=chunk(a),
-    env_logprob_chunk=chunk(e),
-    agent_prefill_rows=prefill(a),
-    env_prefill_rows=prefill(e),
+    env_train=e.train,
+    agent_logprob_chunk=a.logprob_chunk,
+    env_logprob_chunk=e.logprob_chunk,
+    agent_prefill_rows=a.sampling.prefill_rows,
+    env_prefill_rows=e.sampling.prefill_rows,
   )
-
-
-def lora_spec_of(section):
-  """The LoRA adapters of a model section (agent or env: its `lora` sub-section, coevolution.settings.LoraSettings),
-  as a models.lora.LoraSpec; None when LoRA is off or the section has none (an older config)."""
-  from genenv_jax.models.lora import LoraSpec
-
-  lora = section.get("lora")
-  if not lora or not lora.get("enabled", False):
-    return None
-  return LoraSpec(int(lora.rank), float(lora.alpha), tuple(lora.targets), float(lora.get("dropout", 0.0)))
 
 
 def planning_domain(config):
@@ -77,11 +93,12 @@ def planning_domain(config):
   from genenv_jax.data import resolve_data_dir
   from genenv_jax.data.manifest import require
 
-  d = config.domain
+  s = tree_of(config)
+  d = s.domain
   if d.name not in TEXT_DOMAINS:
     return config, None
   try:
-    require(resolve_data_dir(d.get("data_dir", "") or None), FAMILY_DATA[d.name])
+    require(resolve_data_dir(config.domain.get("data_dir") or None), FAMILY_DATA[d.name])
     return config, None
   except FileNotFoundError as e:
     note = (
@@ -103,10 +120,10 @@ def planning_domain(config):
       seed_decay=1.0,
       # fewer seeds than either pool holds (build refuses a pool with no room beyond its seeds); the seed count
       # sets no compiled shape
-      num_seeds=max(1, min(2048, config.pools.train_capacity - 1, config.pools.env_capacity - 1)),
+      num_seeds=max(1, min(2048, s.pools.train_capacity - 1, s.pools.env_capacity - 1)),
       num_heldout=64,
       success_threshold=d.success_threshold,
-      **{k: d[k] for k in LENGTHS},
+      **d.lengths,
     )
   )
   return c, note
@@ -114,7 +131,7 @@ def planning_domain(config):
 
 def virtual_mesh_sizes(mesh: dict, devices: int) -> dict[str, int]:
   """The (data, fsdp, tensor) sizes sharding.make_mesh would give `devices` devices (one size may be -1), without
-  creating devices (for --nocompile)."""
+  creating devices (for --nocompile); `mesh`: the tree's MeshSettings.sizes, or any mapping of some of the three."""
   sizes = {k: int(mesh.get(k, 1)) for k in ("data", "fsdp", "tensor")}
   free = [k for k, v in sizes.items() if v == -1]
   known = 1

@@ -38,30 +38,16 @@ from typing import Any
 
 import numpy as np
 
+from genenv_jax.reporting import metric_table as mt
 from genenv_jax.reporting import stats
 
 STAY_FRAC = 0.8
 N_SE = 2.0
 BAND_FRAC_MIN = 0.4
-STEP_FIGURES = {
-  "curriculum/p_hat_mean": "mean p̂ on generated tasks",
-  "curriculum/band_frac": "fraction of tasks in the α band",
-  "curriculum/difficulty_mean": "generated-task difficulty",
-  "agent/reward_mean": "agent reward (training tasks)",
-  "curriculum/invalid_frac": "invalid env tasks",
-}
+STEP_FIGURES = mt.PLOTS  # the per-step figures the summary reports, each under its plot's title
 # summary.json's step-row keys before they were the step's metric names (issue 33), old -> new: `parse_summary` reads
 # an older run's file (a sweep report, a resumed run) under today's names.
-OLD_ROW_KEYS = {
-  "p_hat_mean": "curriculum/p_hat_mean",
-  "band_frac": "curriculum/band_frac",
-  "invalid_frac": "curriculum/invalid_frac",
-  "difficulty_mean": "curriculum/difficulty_mean",
-  "agent_reward": "agent/reward_mean",
-  "replay_p_hat_mean": "curriculum/replay_p_hat_mean",
-  "p_hat_mean_base_seeded": "curriculum/p_hat_mean_from_base_seeds",
-  "p_hat_mean_pool_seeded": "curriculum/p_hat_mean_from_generated_seeds",
-}
+OLD_ROW_KEYS = mt.OLD_ROW_KEYS
 
 
 def parse_summary(text: str) -> dict[str, Any]:
@@ -158,12 +144,12 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
       figures[key] = {"start": pair[0], "end": pair[1]}
   out["figures"] = figures
 
-  p_hat = [r["curriculum/p_hat_mean"] for r in steps if "curriculum/p_hat_mean" in r]
+  p_hat = [r[mt.P_HAT_MEAN] for r in steps if mt.P_HAT_MEAN in r]
   if p_hat and band is not None:  # rule (a) needs the run's own band
     inside = lambda p: abs(p - alpha) <= k_min + 1e-9  # noqa: E731
     late = p_hat[len(p_hat) // 2 :]
     late_frac = sum(inside(p) for p in late) / len(late)
-    start, end = figures["curriculum/p_hat_mean"]["start"], figures["curriculum/p_hat_mean"]["end"]
+    start, end = figures[mt.P_HAT_MEAN]["start"], figures[mt.P_HAT_MEAN]["end"]
     out["a_p_hat_into_band"] = {
       "start": start,
       "end": end,
@@ -175,11 +161,11 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
     }
     late_steps = steps[len(steps) // 2 :]
     for source in ("base_seeds", "generated_seeds"):
-      key = f"curriculum/p_hat_mean_from_{source}"
+      key = f"{mt.P_HAT_MEAN}_from_{source}"
       values = [r[key] for r in late_steps if key in r]
       if values:
         out["a_p_hat_into_band"][f"late_mean_from_{source}"] = sum(values) / len(values)
-  kept = window_gain([r["curriculum/band_frac"] for r in steps if "curriculum/band_frac" in r])
+  kept = window_gain([r[mt.BAND_FRAC] for r in steps if mt.BAND_FRAC in r])
   if kept is not None:
     enough = kept["window"] >= 2
     out["a2_tasks_in_band_rise"] = {
@@ -190,7 +176,7 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
       else "under 8 steps: no noise estimate, cannot be shown",
       "holds": enough and kept["gain"] > N_SE * kept["se"] and kept["end"] >= BAND_FRAC_MIN,
     }
-  d = window_gain([r["curriculum/difficulty_mean"] for r in steps if "curriculum/difficulty_mean" in r])
+  d = window_gain([r[mt.DIFFICULTY_MEAN] for r in steps if mt.DIFFICULTY_MEAN in r])
   if d is not None:
     enough = d["window"] >= 2  # a one-step window has no variance: no noise estimate, so no verdict
     out["b_difficulty_rises"] = {
@@ -270,7 +256,7 @@ def format_report(summary: dict[str, Any]) -> str:
       f"(test: {c.get('test', 'none')}): {yes(c)}"
     )
     lines.append(f"      evaluations at steps {c['steps'][0]}..{c['steps'][-1]}: {trail}")
-  shown = ("curriculum/p_hat_mean", "curriculum/band_frac", "curriculum/difficulty_mean")  # (a), (a2), (b) above
+  shown = (mt.P_HAT_MEAN, mt.BAND_FRAC, mt.DIFFICULTY_MEAN)  # (a), (a2), (b) above
   others = [k for k in STEP_FIGURES if k not in shown and k in ph["figures"]]
   for key in others:
     f = ph["figures"][key]

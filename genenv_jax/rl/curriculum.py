@@ -20,6 +20,12 @@ from genenv_jax.rl import grpo
 Array = jax.Array
 
 
+# The env's objectives (EnvSettings.objective; the step dispatches on them): rwr, reward-weighted regression on
+# exp(λ R_env) (`rwr_weights` here, rl.grpo's weighted log-likelihood: GenEnv's); pg, GRPO on R_env, K samples per seed.
+ENV_OBJECTIVES = ("rwr", "pg")
+RWR, PG = ENV_OBJECTIVES
+
+
 class Curriculum(Protocol):
   """The α-curriculum's settings as `curriculum_targets` reads them (coevolution.settings.CurriculumSettings)."""
 

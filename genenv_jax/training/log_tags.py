@@ -40,49 +40,15 @@ from typing import Any, Mapping
 import numpy as np
 
 from genenv_jax.coevolution.settings import Settings
+from genenv_jax.reporting import metric_table as mt
+from genenv_jax.rl.curriculum import RWR
 
-# Which of the step's metrics are logged when (step_scalars). Logged whenever the step produces them:
-ALWAYS = (
-  "agent/reward_mean",
-  "agent/pg_loss",
-  "agent/kl_to_reference",
-  "agent/entropy",
-  "agent/groups_without_signal_frac",
-  "agent/response_len",
-  "agent/grad_norm_before_clip",
-  "agent/grad_clipped_frac",
-  "agent/update_norm",
-  "curriculum/replay_p_hat_mean",
-  "curriculum/replay_difficulty_mean",
-)
-OFF_POLICY = ("agent/ratio_mean", "agent/ratio_max", "agent/ppo_clip_frac")  # only with several mini-batches
-FRESH_TASKS = (  # the env's tasks of this step; needs at least one valid task
-  "curriculum/p_hat_mean",
-  "curriculum/band_frac",
-  "curriculum/r_env_mean",
-  "curriculum/p_hat_0_or_1_frac",
-  "curriculum/difficulty_mean",
-  "curriculum/difficulty_std",
-  "curriculum/difficulty_max",
-  # the same tasks split by the env prompt's seed: a base seed task, or a generated task from D_env (each NaN, so left
-  # out, when no valid task of that kind was written this step)
-  "curriculum/p_hat_mean_from_base_seeds",
-  "curriculum/p_hat_mean_from_generated_seeds",
-  "curriculum/difficulty_mean_from_base_seeds",
-  "curriculum/difficulty_mean_from_generated_seeds",
-)
-ENV_WRITES = ("curriculum/invalid_frac", "env/output_len")  # whenever the env wrote tasks
-ENV_UPDATE = (  # only at steps with an env update
-  "env/rwr_nll",
-  "env/pg_loss",
-  "env/kl_to_initial",
-  "env/rwr_weight_max",
-  "env/grad_norm_before_clip",
-  "env/grad_clipped_frac",
-  "env/update_norm",
-  "env/update_kl",
-  "env/kl_cap_scale",
-)
+# Which of the step's metrics are logged when (step_scalars): reporting.metric_table's `when`, where each is declared.
+ALWAYS = mt.tags("always")
+OFF_POLICY = mt.tags("off_policy")  # only with several mini-batches
+FRESH_TASKS = mt.tags("fresh_tasks")  # the env's tasks of this step; needs at least one valid task
+ENV_WRITES = mt.tags("env_writes")  # whenever the env wrote tasks
+ENV_UPDATE = mt.tags("env_update")  # only at steps with an env update
 POOL_STATS = {  # per pool; a mean p̂ only once some task in the pool has been measured
   "train": (
     "size",
@@ -95,11 +61,12 @@ POOL_STATS = {  # per pool; a mean p̂ only once some task in the pool has been 
   ),
   "env": ("size", "frac_seed", "mean_staleness", "mean_times_sampled", "mean_p_hat", "mean_difficulty"),
 }
-COUNTERS = ("agent/skipped_updates", "env/skipped_updates")  # once non-zero
-HISTOGRAMS = ("curriculum/p_hat", "curriculum/difficulty")  # per valid fresh task (invalid ones are -1)
+COUNTERS = mt.tags("counter")  # once non-zero
+HISTOGRAMS = mt.tags("histogram")  # per valid fresh task (invalid ones are -1)
+BAND_LOW, BAND_HIGH = mt.tags("band")
 
 # the curriculum chart: mean p̂ over the α band, shaded (TensorBoard's custom-scalars margin chart)
-P_HAT_CHART = {"value": "curriculum/p_hat_mean", "lower": "curriculum/band_low", "upper": "curriculum/band_high"}
+P_HAT_CHART = {"value": mt.P_HAT_MEAN, "lower": BAND_LOW, "upper": BAND_HIGH}
 
 _POOLS = {"train": "D_train (tasks the agent trains on)", "env": "D_env (tasks the env is prompted with)"}
 _POOL_STAT_DESCRIPTIONS = {
@@ -119,77 +86,17 @@ _PHASES = {
   "log": "time writing TensorBoard",
 }
 
-# One line per tag, shown in TensorBoard (the summary metadata's description); a test checks every tag has one.
+# One line per tag, shown in TensorBoard (the summary metadata's description); a test checks every tag has one. The
+# step's and the loop's tags are described where they are declared (reporting.metric_table); the pool and timing tags,
+# one family each, here.
 DESCRIPTIONS = {
-  # agent/
-  "agent/reward_mean": "mean reward of the agent's rollouts on this step's valid tasks (fresh and replayed)",
-  "agent/pg_loss": "GRPO's clipped policy-gradient surrogate, token mean over the step's mini-batches",
-  "agent/kl_to_reference": "KL of the agent to its reference policy on its rollouts' tokens (the KL estimator set)",
-  "agent/entropy": "mean token entropy of the agent's policy on its rollouts",
-  "agent/groups_without_signal_frac": "share of task groups whose G rewards are all equal: zero advantage, no signal",
-  "agent/response_len": "mean length of the agent's rollouts, in tokens",
-  "agent/grad_norm_before_clip": "global norm of the agent's gradient before clipping, mean over mini-batches",
-  "agent/grad_clipped_frac": "share of the agent's mini-batch updates whose gradient norm was clipped",
-  "agent/update_norm": "global norm of the agent's parameter update, mean over mini-batches",
-  "agent/ratio_mean": "mean importance ratio π_new / π_old over the agent's tokens (1 on-policy)",
-  "agent/ratio_max": "largest importance ratio π_new / π_old over the agent's tokens",
-  "agent/ppo_clip_frac": "share of the agent's tokens whose importance ratio was clipped",
-  "agent/skipped_updates": "agent updates skipped so far (non-finite, or a mini-batch without a valid token)",
-  "agent/lr": "the agent's learning rate at this step",
-  # curriculum/
-  "curriculum/p_hat_mean": "mean p̂ (the agent's success rate over its G rollouts) on the env's valid tasks",
-  "curriculum/band_frac": "share of the env's valid tasks whose p̂ lies in the α band |p̂ - α| <= k_min",
-  "curriculum/band_low": "lower limit of the α band, α - k_min",
-  "curriculum/band_high": "upper limit of the α band, α + k_min",
-  "curriculum/r_env_mean": "mean env reward R_env = exp(-β (p̂ - α)²) on the env's valid tasks",
-  "curriculum/p_hat_0_or_1_frac": "share of the env's valid tasks that the agent always fails or always solves",
-  "curriculum/invalid_frac": "share of the env's outputs that do not parse into a valid task",
-  "curriculum/difficulty_mean": "mean difficulty of the env's valid tasks",
-  "curriculum/difficulty_std": "standard deviation of the difficulty of the env's valid tasks",
-  "curriculum/difficulty_max": "largest difficulty among the env's valid tasks",
-  "curriculum/p_hat_mean_from_base_seeds": "mean p̂ on the env's valid tasks written from base seed tasks",
-  "curriculum/p_hat_mean_from_generated_seeds": "mean p̂ on the env's valid tasks written from generated D_env tasks",
-  "curriculum/difficulty_mean_from_base_seeds": "mean difficulty of valid env tasks written from base seed tasks",
-  "curriculum/difficulty_mean_from_generated_seeds": "mean difficulty of valid env tasks written from generated tasks",
-  "curriculum/replay_p_hat_mean": "mean p̂ on the tasks replayed from D_train",
-  "curriculum/replay_difficulty_mean": "mean difficulty of the tasks replayed from D_train",
-  "curriculum/p_hat": "p̂ of the env's valid tasks, one bin per k/G",
-  "curriculum/difficulty": "difficulty of the env's valid tasks, one bin per level",
-  "curriculum/examples": "example tasks across p̂: the env's text, gold answer, difficulty, p̂, a rollout, its reward",
-  # env/
-  "env/output_len": "mean length of the env's outputs, in tokens",
-  "env/rwr_nll": "RWR loss: the env's weighted negative log-likelihood of the kept tasks",
-  "env/pg_loss": "the env's clipped policy-gradient surrogate on R_env advantages",
-  "env/kl_to_initial": "KL of the env to the initial env on its task tokens (weighted by RWR's weights under RWR)",
-  "env/rwr_weight_max": "largest RWR weight among the kept tasks",
-  "env/grad_norm_before_clip": "global norm of the env's gradient before clipping",
-  "env/grad_clipped_frac": "1 when the env's gradient norm was clipped, else 0",
-  "env/update_norm": "global norm of the env's candidate parameter update, before the KL cap scales it",
-  "env/update_kl": "KL of the candidate env update to the env before it, on the update's task tokens",
-  "env/kl_cap_scale": "scale in [0, 1] applied to the env's update so that its KL stays under the cap",
-  "env/skipped_updates": "env updates skipped so far (non-finite, or no kept task)",
-  "env/lr": "the env's learning rate at this step",
-  # pool/
+  **{m.tag: m.description for m in mt.METRICS},
   **{
     f"pool/{pool}_{stat}": _POOL_STAT_DESCRIPTIONS[stat].format(pool=name)
     for pool, name in _POOLS.items()
     for stat in POOL_STATS[pool]
   },
-  # eval/
-  "eval/accuracy": "greedy accuracy on the held-out set",
-  "eval/accuracy_se": "binomial standard error of the held-out accuracy",
-  "eval/accuracy_difficulty_*": "greedy held-out accuracy on the items of this difficulty level",
-  "eval/by_difficulty": "held-out items, accuracy and standard error per difficulty level",
-  # perf/
   **{f"perf/{phase}_s": f"{what}, s per step since the last logged step" for phase, what in _PHASES.items()},
-  "perf/agent_tokens_per_s": "agent tokens sampled per second of step time",
-  "perf/env_tokens_per_s": "env tokens sampled per second of step time",
-  "perf/host_peak_memory_gib": "this process's peak resident host memory, GiB",
-  "perf/device_peak_memory_gib": "peak memory allocated on the first local device, GiB",
-  # the rest of the run
-  "warm_start/agent_loss": "the agent's supervised warm-start loss",
-  "warm_start/env_loss": "the env's supervised warm-start loss",
-  "run/config": "the run's config",
 }
 
 
@@ -202,16 +109,16 @@ def description(tag: str) -> str | None:
 
 def env_updated(metrics: Mapping[str, Any], settings: Settings) -> bool:
   """Whether this step updated the env: RWR needs a kept task (one in the band); GRPO on R_env, a valid task."""
-  if not (settings.num_fresh and settings.env.train) or "env/grad_norm_before_clip" not in metrics:
+  if not (settings.num_fresh and settings.env.train) or mt.ENV_GRAD_NORM not in metrics:
     return False
-  if settings.env.objective == "rwr":
+  if settings.env.objective == RWR:
     return float(metrics.get("env/num_kept", 0.0)) > 0
-  return float(metrics.get("curriculum/invalid_frac", 1.0)) < 1.0
+  return float(metrics.get(mt.INVALID_FRAC, 1.0)) < 1.0
 
 
 def has_valid_fresh_task(metrics: Mapping[str, Any]) -> bool:
   """Whether the env wrote a valid task this step: the fresh tasks' figures (FRESH_TASKS) exist only then."""
-  return float(metrics.get("curriculum/invalid_frac", 1.0)) < 1.0
+  return float(metrics.get(mt.INVALID_FRAC, 1.0)) < 1.0
 
 
 def step_scalars(metrics: Mapping[str, Any], settings: Settings) -> dict[str, float]:
@@ -228,7 +135,7 @@ def step_scalars(metrics: Mapping[str, Any], settings: Settings) -> dict[str, fl
     out.update(pick(ENV_WRITES))
     if has_valid_fresh_task(metrics):
       out.update(pick(FRESH_TASKS))
-    out["curriculum/band_low"], out["curriculum/band_high"] = settings.env.curriculum.band
+    out[BAND_LOW], out[BAND_HIGH] = settings.env.curriculum.band
   if env_updated(metrics, settings):
     out.update(pick(ENV_UPDATE))
   for pool in ("train", "env") if settings.num_fresh else ("train",):
@@ -314,7 +221,7 @@ def device_peak_memory_gib() -> float | None:
 
 def log_run_start(writer: Any, config: Any, settings: Settings) -> None:
   """The config as text, and the custom-scalars layout that draws p̂ beside the α band (when an env writes tasks)."""
-  writer.text(0, "run/config", f"```\n{config}\n```")
+  writer.text(0, mt.RUN_CONFIG, f"```\n{config}\n```")
   if settings.num_fresh:
     writer.custom_scalars({"curriculum": {"mean p̂ of the env's tasks, over the α band (shaded)": P_HAT_CHART}})
 
@@ -328,7 +235,7 @@ def log_step(writer: Any, run: Any, step: int, metrics: Mapping[str, Any], extra
     writer.histogram(step, tag, values, edges=edges)
   table = examples_table(metrics, run.tokenizer, run.domain, settings.domain.success_threshold)
   if table is not None:
-    writer.text(step, "curriculum/examples", table)
+    writer.text(step, mt.EXAMPLES, table)
 
 
 def log_perf(writer: Any, run: Any, step: int, metrics: Mapping[str, Any], seconds: Mapping[str, float]) -> None:
@@ -337,13 +244,13 @@ def log_perf(writer: Any, run: Any, step: int, metrics: Mapping[str, Any], secon
   (this step's tokens over the mean step time); peak memory."""
   scalars = {f"perf/{name}_s": s for name, s in seconds.items()}
   if seconds.get("step", 0) > 0:
-    scalars["perf/agent_tokens_per_s"] = float(metrics["agent/tokens"]) / seconds["step"]
+    scalars[mt.AGENT_TOKENS_PER_S] = float(metrics["agent/tokens"]) / seconds["step"]
     if run.coevolution.settings.num_fresh:
-      scalars["perf/env_tokens_per_s"] = float(metrics["env/tokens"]) / seconds["step"]
-  scalars["perf/host_peak_memory_gib"] = host_peak_memory_gib()
+      scalars[mt.ENV_TOKENS_PER_S] = float(metrics["env/tokens"]) / seconds["step"]
+  scalars[mt.HOST_PEAK_MEMORY] = host_peak_memory_gib()
   device_peak = device_peak_memory_gib()
   if device_peak is not None:
-    scalars["perf/device_peak_memory_gib"] = device_peak
+    scalars[mt.DEVICE_PEAK_MEMORY] = device_peak
   writer.scalars(step, scalars)
 
 
@@ -351,15 +258,15 @@ def log_eval(writer: Any, step: int, result: Mapping[str, Any]) -> None:
   """Held-out accuracy with its binomial standard error, per difficulty, and a table with the item counts."""
   n = int(result["n"])
   acc = float(result["accuracy"])
-  scalars = {"eval/accuracy": acc, "eval/accuracy_se": math.sqrt(acc * (1 - acc) / max(n, 1))}
+  scalars = {mt.EVAL_ACCURACY: acc, mt.EVAL_ACCURACY_SE: math.sqrt(acc * (1 - acc) / max(n, 1))}
   rows = [
     ["difficulty", "items", "accuracy", "standard error"],
-    ["all", str(n), f"{acc:.3f}", f"{scalars['eval/accuracy_se']:.3f}"],
+    ["all", str(n), f"{acc:.3f}", f"{scalars[mt.EVAL_ACCURACY_SE]:.3f}"],
   ]
   counts = result.get("n_by_difficulty", {})
   for d, a in result["by_difficulty"].items():
-    scalars[f"eval/accuracy_difficulty_{d}"] = a
+    scalars[f"{mt.EVAL_BY_LEVEL}{d}"] = a
     k = int(counts.get(d, 0))
     rows.append([d, str(k), f"{a:.3f}", f"{math.sqrt(a * (1 - a) / k):.3f}" if k else ""])
   writer.scalars(step, scalars)
-  writer.text(step, "eval/by_difficulty", rows)
+  writer.text(step, mt.EVAL_BY_DIFFICULTY, rows)

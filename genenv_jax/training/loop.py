@@ -34,9 +34,19 @@ from absl import logging as absl_logging
 from flax import nnx
 
 from genenv_jax.coevolution.build import Run, build
+from genenv_jax.coevolution.settings import (
+  GRPO,
+  STATIC,
+  DomainSection,
+  LoraSettings,
+  OptimizerSettings,
+  from_config,
+  to_config,
+)
 from genenv_jax.coevolution.step import CoevolutionState
 from genenv_jax.models import lora
 from genenv_jax.parallel import sharding as shd
+from genenv_jax.reporting import metric_table as mt
 from genenv_jax.reporting.summary_report import parse_summary, phenomena
 from genenv_jax.rl.updates import last_learning_rate
 from genenv_jax.training import log_tags
@@ -46,16 +56,7 @@ from genenv_jax.training.metrics import MetricsWriter, ProgressLine, is_remote_p
 from genenv_jax.training.warm_start import sft_batches, sft_optimizer, supervised_warm_start
 
 # The step's metrics that go into every step's summary.json row, under the step's (and TensorBoard's) names.
-SUMMARY_KEYS = (
-  "curriculum/p_hat_mean",
-  "curriculum/band_frac",
-  "curriculum/invalid_frac",
-  "curriculum/difficulty_mean",
-  "agent/reward_mean",
-  "curriculum/replay_p_hat_mean",
-  "curriculum/p_hat_mean_from_base_seeds",
-  "curriculum/p_hat_mean_from_generated_seeds",
-)
+SUMMARY_KEYS = mt.SUMMARY_KEYS  # summary.json's step rows: reporting.metric_table, where each metric is declared
 
 
 def summary_record(host: dict[str, Any]) -> dict[str, float]:
@@ -64,7 +65,7 @@ def summary_record(host: dict[str, Any]) -> dict[str, float]:
   value, e.g. a rise in difficulty from 0 once tasks become valid), as in TensorBoard; a figure with no tasks to
   average this step (NaN: say, no task was written from a base seed) is left out too."""
   row = {k: float(host[k]) for k in SUMMARY_KEYS if k in host and math.isfinite(float(host[k]))}
-  if "curriculum/invalid_frac" in row and not log_tags.has_valid_fresh_task(row):
+  if mt.INVALID_FRAC in row and not log_tags.has_valid_fresh_task(row):
     row = {k: v for k, v in row.items() if k not in log_tags.FRESH_TASKS}
   return row
 
@@ -74,7 +75,7 @@ def _reported(metric: str, record: dict[str, float]) -> bool:
   return metric not in SUMMARY_KEYS or metric in record
 
 
-PROGRESS_KEYS = ("agent/reward_mean", "curriculum/p_hat_mean", "curriculum/band_frac", "curriculum/difficulty_mean")
+PROGRESS_KEYS = mt.PROGRESS_KEYS  # the progress line's figures, in its order
 
 
 # ---- evaluation ------------------------------------------------------------------------------------------------------
@@ -151,7 +152,7 @@ def warm_start(
   else:  # rows that do not split over the data shards: every process holds the whole (replicated) batch
     local, place = slice(None), lambda batch: shd.global_batch(batch, run.mesh)  # noqa: E731
 
-  env_steps = 0 if s.mode == "grpo" else w.env_steps  # plain GRPO never samples the env: nothing to warm
+  env_steps = 0 if s.mode == GRPO else w.env_steps  # plain GRPO never samples the env: nothing to warm
   phases = [
     ("agent", co.agent_graphdef, w.agent_steps, seed),
     ("env", co.env_graphdef, env_steps, seed + 1),
@@ -322,8 +323,9 @@ def _host_metrics(metrics: dict[str, Any], mesh) -> dict[str, np.ndarray]:
   return shd.to_host(dict(metrics), mesh)
 
 
-def _schedule(optimizer_config) -> dict[str, Any]:
-  return {"lr": optimizer_config.lr, "warmup_steps": optimizer_config.warmup_steps}
+def _schedule(optimizer: OptimizerSettings) -> dict[str, Any]:
+  """The learning-rate schedule's arguments of an optimizer section of the tree (rl.updates.make_optimizer's)."""
+  return {"lr": optimizer.lr, "warmup_steps": optimizer.warmup_steps}
 
 
 # Keys a resumed run may change without --config.allow_config_change: how long it runs and what it logs, not what it
@@ -343,18 +345,13 @@ RESUMABLE_CHANGES = (
 # Keys added to the configs after runs had been saved without them, each with the value that gives those runs'
 # behaviour: a saved config that lacks the key reads as holding it, so that such a run still resumes.
 KEYS_ADDED_LATER = {
-  "domain.answer": "value",  # 2026-12-05: the arithmetic domain's answer form (tasks/arithmetic/running.py)
-  # 2026-12-06: LoRA adapters (coevolution.settings.LoraSettings), off before
+  # 2026-12-05: the arithmetic domain's answer form (tasks/arithmetic/running.py)
+  "domain.answer": DomainSection.answer,
+  # 2026-12-06: LoRA adapters (coevolution.settings.LoraSettings), off before; their defaults as summary.json holds them
   **{
-    f"{who}.lora.{key}": value
+    f"{who}.lora.{key}": list(value) if isinstance(value, tuple) else value
     for who in ("agent", "env")
-    for key, value in (
-      ("enabled", False),
-      ("rank", 8),
-      ("alpha", 16.0),
-      ("targets", ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]),
-      ("dropout", 0.0),
-    )
+    for key, value in to_config(LoraSettings()).items()
   },
 }
 
@@ -382,7 +379,7 @@ def check_resume_config(summary_path: str, config: ml_collections.ConfigDict, lo
   changes = config_changes(saved, config)
   refused = {k: v for k, v in changes.items() if k not in RESUMABLE_CHANGES}
   listing = lambda items: "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in items.items())  # noqa: E731
-  if refused and not config.get("allow_config_change", False):
+  if refused and not from_config(config).allow_config_change:
     raise ResumeError(
       f"this workdir holds a run with another config, and resuming would mix two runs. Changed: {listing(refused)}. "
       "Resume with the config it was started with, start a new --workdir, or pass "
@@ -417,12 +414,13 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
   continues an interrupted warm start. SIGTERM at any point leaves a workdir that resumes.
   """
   validate_config(config)
+  s = from_config(config)  # the schedule and the checkpoints' settings (the run's tree, once built, holds the rest)
   started = time.time()
   log = log if shd.is_main_process() else (lambda *_: None)  # console output from process 0 only
   workdir = str(workdir)
   check_writable(workdir)
   checkpointer = Checkpointer(
-    workdir_path(workdir, "checkpoints"), save_every=config.checkpoint_every, max_to_keep=config.max_checkpoints
+    workdir_path(workdir, "checkpoints"), save_every=s.checkpoint_every, max_to_keep=s.max_checkpoints
   )
   progress = Checkpointer(workdir_path(workdir, "warm_start"), save_every=1, max_to_keep=1, async_save=False)
   saved_steps = checkpointer.all_steps()
@@ -453,7 +451,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
       # increase); a SIGTERM in their warm start is acted on at the first step
       stop = guard.should_stop if guard.mode != JAX_SERVICE else None
       try:
-        state = warm_start(run, state, config.seed, log, stop=stop, progress=progress, about=about, writer=writer)
+        state = warm_start(run, state, s.seed, log, stop=stop, progress=progress, about=about, writer=writer)
       except Preempted as e:
         log(f"{e}; rerun the same command to resume")
         summary.data["preempted"] = "warm start"
@@ -462,7 +460,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
         checkpointer.close()
         writer.close()
         return summary.data
-      if run.coevolution.settings.mode == "static":
+      if run.coevolution.settings.mode == STATIC:
         state = static_augmentation(run, state, run.coevolution.settings.pools.static_rounds)
       summary.data["warm_start"] = {
         "seconds": time.time() - t0,
@@ -518,9 +516,10 @@ class PhaseTimes:
 
 def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer, started, log) -> dict[str, Any]:
   """The co-evolution steps from the state's step to config.total_steps: log, evaluate, checkpoint, summarise."""
+  s = run.coevolution.settings
   step_fn = run.coevolution.jit_step(run.state_shardings)
   start = int(jax.device_get(state.step))
-  progress = ProgressLine(config.total_steps, every=config.log_every, keys=PROGRESS_KEYS, start_step=start)
+  progress = ProgressLine(s.total_steps, every=s.log_every, keys=PROGRESS_KEYS, start_step=start)
 
   def evaluate_and_log(step: int) -> None:
     with jax.set_mesh(run.mesh):
@@ -530,13 +529,13 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
     log(f"eval at step {step}: held-out accuracy {result['accuracy']:.3f}")
 
   def learning_rates(host: dict[str, np.ndarray]) -> dict[str, float]:
-    rates = {"agent/lr": last_learning_rate(state.agent_opt, **_schedule(config.agent.optimizer))}
-    if log_tags.env_updated(host, run.coevolution.settings):
-      rates["env/lr"] = last_learning_rate(state.env_opt, **_schedule(config.env.optimizer))
+    rates = {mt.AGENT_LR: last_learning_rate(state.agent_opt, **_schedule(s.agent.optimizer))}
+    if log_tags.env_updated(host, s):
+      rates[mt.ENV_LR] = last_learning_rate(state.env_opt, **_schedule(s.env.optimizer))
     return rates
 
   if start == 0 and not summary.data["evals"]:
-    log_tags.log_run_start(writer, config, run.coevolution.settings)
+    log_tags.log_run_start(writer, config, s)
     evaluate_and_log(0)
   # Every step gets a summary row, whatever log_every. An unlogged step's figures are fetched one step late, once the
   # next step is dispatched (or when its checkpoint has waited for it), so the host never waits on a step it has just
@@ -553,13 +552,13 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
 
   step = start
   timings = PhaseTimes()  # the loop's phases over the steps since the last logged one
-  while step < config.total_steps:
+  while step < s.total_steps:
     with jax.set_mesh(run.mesh):
       state, metrics = step_fn(state)
     step += 1
     timings.steps += 1
     write_unwritten()  # the step before this one: finished by now
-    logged = step % config.log_every == 0 or step == config.total_steps
+    logged = step % s.log_every == 0 or step == s.total_steps
     if logged:
       host = _host_metrics(metrics, run.mesh)  # waits for the step
       add_row(step, host)
@@ -569,13 +568,13 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
         progress.update(step, {k: float(host[k]) for k in PROGRESS_KEYS if k in host and _reported(k, record)})
     else:
       unwritten.append((step, _summary_metrics(metrics)))
-    if step % config.eval_every == 0 or step == config.total_steps:
+    if step % s.eval_every == 0 or step == s.total_steps:
       with timings.phase("eval"):
         evaluate_and_log(step)
     preempted = guard.should_stop(step)
     with timings.phase("checkpoint"):
       with _checkpoint_write(checkpointer, step):
-        saved = checkpointer.save(step, state, metadata={"step": step}, force=preempted or step == config.total_steps)
+        saved = checkpointer.save(step, state, metadata={"step": step}, force=preempted or step == s.total_steps)
       if saved:  # the checkpoint waited for the step: its row goes into summary.json with it
         write_unwritten()
       summary.write()

@@ -17,7 +17,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from genenv_jax.coevolution.settings import CurriculumSettings, GrpoSettings, WarmStartSettings
+from genenv_jax.coevolution.settings import CurriculumSettings, WarmStartSettings
 from genenv_jax.rl.logprobs import response_logprobs
 from genenv_jax.rl.updates import gradient_step
 from genenv_jax.tasks.base import Domain
@@ -83,12 +83,14 @@ def sft_batches(
   domain: Domain,
   which: str,
   seed: int,
-  warm: WarmStartSettings = WarmStartSettings(),
-  group_size: int = GrpoSettings.group_size,
-  curriculum: CurriculumSettings = CurriculumSettings(),
+  warm: WarmStartSettings,
+  group_size: int,
+  curriculum: CurriculumSettings,
 ) -> dict[str, np.ndarray]:
   """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask),
-  as the warm start's settings `warm` ask; `group_size` (the agent's G) fixes the p̂ values a prompt can show.
+  as the warm start's settings `warm` ask; `group_size` (the agent's G, agent.grpo.group_size) fixes the p̂ values a
+  prompt can show, `curriculum` (env.curriculum) the α band of "rate_directed". All three are the run's: none is
+  defaulted, so that a caller cannot get the defaults for a run that set other values.
 
   The env's target for seed i: with env_targets="nearby", another seed of nearby difficulty, or with probability
   `env_copy_frac` seed i itself (`nearby_difficulty_partners`; "nearby_level" draws the partner's level first, so that

@@ -36,6 +36,8 @@ from genenv_jax.tasks.arithmetic import host, token_ops
 from genenv_jax.tasks.arithmetic.variations import variation
 from genenv_jax.tasks.base import TaskBatch, host_parse, host_verify
 
+VERIFIERS = ("jax", "host")  # jax: parse and verify on device (arithmetic.token_ops); host: the Python verifier
+
 DEFAULT_BOUND = 10**6
 
 
@@ -115,8 +117,8 @@ class ArithmeticDomain:
   tokens: token_ops.ArithTokens = dataclasses.field(init=False, repr=False)
 
   def __post_init__(self):
-    if self.verifier not in ("jax", "host"):
-      raise ValueError(f"verifier must be 'jax' or 'host', got {self.verifier!r}")
+    if self.verifier not in VERIFIERS:
+      raise ValueError(f"verifier must be one of {', '.join(VERIFIERS)}, got {self.verifier!r}")
     if self.max_operands < 2:
       raise ValueError(f"max_operands must be >= 2 (a task has at least one operator), got {self.max_operands}")
     if not 2 <= self.min_operands <= self.max_operands:

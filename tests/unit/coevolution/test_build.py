@@ -25,10 +25,10 @@ def test_abstract_build_is_the_real_build_without_arrays(mesh):
 
 
 def test_abstract_build_checks_the_vocabulary_too():
-  from genenv_jax.coevolution.build import model_config_from
+  from genenv_jax.coevolution.settings import from_config
 
   config = tiny_config()
-  small = model_config_from(config.agent.model, 8)  # 8 ids: fewer than the tokenizer's
+  small = from_config(config).agent.model.model_config(8)  # 8 ids: fewer than the tokenizer's
   with pytest.raises(ValueError, match="agent model's vocabulary \\(8\\) is smaller than the tokenizer's"):
     build(config, abstract=True, agent_model=small)
 
@@ -45,3 +45,24 @@ def test_a_pool_too_small_for_the_seed_tasks_is_refused(field):
   config.pools[field] = seeds - 1
   with pytest.raises(ValueError, match=f"set it above {seeds}"):
     build(config, abstract=True)
+
+
+def test_a_configs_attention_setting_reaches_the_step(monkeypatch):
+  """model.attention (coevolution.settings.ModelSettings) is what the traced step's attention calls use, per model."""
+  from genenv_jax.models import transformer
+
+  config = tiny_config()
+  config.agent.model.attention = "naive"
+  config.env.model.attention = "blockwise"
+  run, state = build(config, abstract=True)
+  seen = set()
+  original = transformer.attention
+
+  def recording(*args, implementation, **kwargs):
+    seen.add(implementation)
+    return original(*args, implementation=implementation, **kwargs)
+
+  monkeypatch.setattr(transformer, "attention", recording)
+  with jax.set_mesh(run.mesh):
+    run.coevolution.jit_step(run.state_shardings).trace(state)
+  assert seen == {"naive", "blockwise"}

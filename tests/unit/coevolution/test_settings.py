@@ -20,16 +20,53 @@ def config_values(node, section) -> dict:
   return {k: node[k] for k in st.to_config(section)}
 
 
+def flat(tree: dict, prefix: str = "") -> dict:
+  """{"agent.model.dtype": value, ...}, lists as tuples."""
+  out = {}
+  for k, v in tree.items():
+    if isinstance(v, dict):
+      out.update(flat(v, f"{prefix}{k}."))
+    else:
+      out[prefix + k] = tuple(v) if isinstance(v, list) else v
+  return out
+
+
+def shipped_configs():
+  from configs import default, qwen2_5_7b, tools
+
+  yield from (default.get_config(v) for v in VARIANTS)
+  yield from (tools.get_config(v) for v in tools.LENGTHS)
+  yield from (qwen2_5_7b.get_config(v) for v in ("", *qwen2_5_7b.SLICES, "api_bank"))
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_tree_mirrors_every_variant_of_the_default_config(variant):
   config = get_config(variant)
-  s = st.from_config(config)
-  assert s.mode == config.mode and s.domain.success_threshold == config.domain.success_threshold
-  for name in ("agent", "env", "pools", "warm_start"):
-    part = st.to_config(getattr(s, name)).to_dict()
-    given = config[name].to_dict()
-    assert part == {k: given[k] for k in part}, name
-  assert s.env.curriculum.alpha == config.env.curriculum.alpha and s.pools.replay_mix == tuple(config.pools.replay_mix)
+  tree, given = flat(st.to_config(st.from_config(config)).to_dict()), flat(config.to_dict())
+  assert {k: tree[k] for k in given} == given  # every value the config writes; the tree's defaults for the rest
+  assert set(tree) - set(given) <= {f"{who}.model.{k}" for who in ("agent", "env") for k in ("arch", "vocab_size")} | {
+    f"{who}.model.{k}" for who in ("agent", "env") for k in ("qkv_bias", "attention")
+  } | {"slice"}
+
+
+def test_every_key_of_every_shipped_config_is_declared_in_the_tree():
+  """No setting is named outside the tree: a shipped config's keys are the tree's, except a benchmark domain's own
+  (benchmarks.registry: its TEXT_SETTINGS and its family's options, which the family checks)."""
+  from genenv_jax.benchmarks.registry import FAMILY_OPTIONS, TEXT_SETTINGS
+
+  declared = set(flat(st.to_config(st.Settings()).to_dict()))
+  domain_own = {f"domain.{k}" for k in TEXT_SETTINGS} | {f"domain.{k}" for o in FAMILY_OPTIONS.values() for k in o}
+  for config in shipped_configs():
+    assert set(flat(config.to_dict())) - declared <= domain_own
+
+
+def test_importing_the_settings_loads_no_step():
+  import subprocess
+  import sys
+
+  code = "import sys, genenv_jax.coevolution.settings; print(sorted(m for m in sys.modules if 'step' in m))"
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+  assert out.strip() == "[]"
 
 
 def test_every_bad_value_is_listed_at_once_with_its_key():
@@ -155,3 +192,34 @@ def test_the_literal_search_finds_what_it_looks_for(tmp_path):
   finally:
     planted.unlink()
   assert dataclasses.fields(st.CurriculumSettings)  # the tree itself declares them
+
+
+# files whose `.get(key, default)` reads something other than a run's config: a checkpoint's config.json, a tool
+# call's arguments, a saved summary.json
+OTHER_MAPPINGS = {"genenv_jax/models/hf.py", "genenv_jax/scripts/bfcl_agreement.py", "genenv_jax/sweep.py"}
+
+
+def test_no_setting_is_defaulted_outside_the_tree():
+  """A `.get("key", default)` on a config section re-declares a setting's default (plan's logprob_chunk once fell back
+  to 0 where the run used 512): every reader takes the tree's value instead."""
+  import re
+
+  keys = {k.rsplit(".", 1)[-1] for k in flat(st.to_config(st.Settings()).to_dict())}
+  found = []
+  for path in sorted(PACKAGE.rglob("*.py")):
+    name = str(path.relative_to(PACKAGE.parent))
+    if path == pathlib.Path(st.__file__) or name in OTHER_MAPPINGS:
+      continue
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+      found += [f"{name}:{i}" for m in re.finditer(r'\.get\(\s*"([a-z_]+)"\s*,', line) if m.group(1) in keys]
+  assert found == []
+
+
+def test_the_env_losses_borrowing_of_the_agents_clip_and_kl_estimator_is_declared():
+  """The env's losses use agent.grpo's clip range and KL estimator (EnvSettings says why): the tree names them."""
+  config = get_config()
+  config.agent.grpo.clip_low, config.agent.grpo.kl_estimator = 0.1, "k1"
+  s = st.from_config(config)
+  assert s.env_loss == (0.1, s.agent.grpo.clip_high, "k1")
+  assert "clip_low" not in {f.name for f in dataclasses.fields(st.EnvSettings)}
+  assert all(name in st.EnvSettings.__doc__ for name in ("agent.grpo.clip_low", "clip_high", "kl_estimator"))

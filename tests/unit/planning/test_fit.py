@@ -278,8 +278,8 @@ def test_bad_inputs_give_clear_errors():
     fit.search(_with(config, lambda c: setattr(c.mesh, "fsdp", -1)), 3, "v6e", confirm_n=0, log=None)
   with pytest.raises(ValueError, match="searches remat by policy name"):
     fit.given(_with(config, lambda c: setattr(c.agent.model, "remat", True)), CHIPS)
-  with pytest.raises(ValueError, match="searches env.sampling.kv_cache, which the config does not have"):
-    fit.given(_with(config, lambda c: c.env.sampling.__delattr__("kv_cache")), CHIPS)
+  # a knob the config lacks reads as the settings tree's one default
+  assert fit.given(_with(config, lambda c: c.env.sampling.__delattr__("kv_cache")), CHIPS).env_kv_cache == "auto"
 
 
 def _with(config, change):

@@ -14,8 +14,9 @@ import pytest
 from conftest import PROJECT_ROOT
 
 from genenv_jax import plan
+from genenv_jax.coevolution.settings import from_config
+from genenv_jax.planning import architectures as plan_models
 from genenv_jax.planning import costs, planner
-from genenv_jax.planning import models as plan_models
 from genenv_jax.planning import workload as plan_workload
 from genenv_jax.planning.costs import GIB
 
@@ -85,6 +86,13 @@ def test_plan_cli_compiles_smoke_config_on_8_devices(tmp_path):
   assert [p["name"] for p in an["phases"]] == ["agent prefill", "agent decode", "agent update"]  # grpo: no env phases
 
 
+def test_plan_cli_plans_a_config_without_a_slice_for_this_host():
+  """The embedded default names no slice: plan takes this host's CPU devices and a named chip's figures, and says so."""
+  proc = _run_plan("--config=configs/default.py", "--nocompile", timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "planned for this host's 1 CPU device, with the v5e's figures" in proc.stderr
+
+
 def test_plan_cli_rejects_bad_arguments():
   proc = _run_plan("--config=configs/default.py:smoke", "--devices=0", timeout=120)
   assert proc.returncode == 2 and "--devices must be positive, got 0" in proc.stderr, proc.stderr[-2000:]
@@ -128,7 +136,7 @@ def test_known_models_and_unknown_checkpoint():
   assert plan_models.known_model_name("/ckpt/Llama-3-8B") is None
   from configs import qwen2_5_7b
 
-  mc = plan_models.resolve_model(qwen2_5_7b.get_config("v5p-64").agent.model, vocab_size=512)
+  mc = plan_models.resolve_model(from_config(qwen2_5_7b.get_config("v5p-64")).agent.model, vocab_size=512)
   assert (mc.hidden_size, mc.intermediate_size, mc.num_layers, mc.num_heads, mc.num_kv_heads, mc.vocab_size) == (
     3584,
     18944,
@@ -139,10 +147,10 @@ def test_known_models_and_unknown_checkpoint():
   )
   assert mc.qkv_bias and not mc.tie_word_embeddings and mc.rematerializes and mc.dtype == "bfloat16"
   assert abs(mc.num_params - 7.6e9) < 0.05e9  # Qwen2.5-7B: 7.61B parameters
-  cfg = _smoke().agent.model
-  cfg.hf_path = "/ckpt/Mystery-13B"
+  config = _smoke()
+  config.agent.model.hf_path = "/ckpt/Mystery-13B"
   with pytest.raises(ValueError, match="does not know the architecture of '/ckpt/Mystery-13B'"):
-    plan_models.resolve_model(cfg, vocab_size=512)
+    plan_models.resolve_model(from_config(config).agent.model, vocab_size=512)
 
 
 def test_qwen_config_variants():
@@ -283,6 +291,18 @@ def test_workload_of_config():
   assert plan_workload.workload_of(c).env_rows == 0 and plan_workload.workload_of(c).agent_rows == 32 * 8
   with pytest.raises(ValueError, match="leaves a domain length at 0"):
     plan_workload.workload_of(_smoke())
+
+
+def test_workload_takes_the_trees_defaults_for_keys_a_config_lacks():
+  """A config saved before `logprob_chunk` existed plans with the tree's 512, as its run computes, not 0 (no chunking,
+  the raw-ConfigDict fallback plan once had)."""
+  from configs import qwen2_5_7b
+
+  c = qwen2_5_7b.get_config("v5p-64")
+  for who in (c.agent, c.env):
+    del who["logprob_chunk"]
+  w = plan_workload.workload_of(c)
+  assert w.agent_logprob_chunk == w.env_logprob_chunk == from_config(c).agent.logprob_chunk == 512
 
 
 # ---- planning.costs by hand -----------------------------------------------------------------------------------------

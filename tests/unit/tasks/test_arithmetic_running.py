@@ -9,6 +9,7 @@ import pytest
 
 from configs.default import get_config
 from genenv_jax.benchmarks.registry import build_domain
+from genenv_jax.coevolution.settings import from_config
 from genenv_jax.models.tokenizer import load_tokenizer
 from genenv_jax.tasks.arithmetic.domain import ArithmeticDomain
 from genenv_jax.tasks.arithmetic.running import RunningSumDomain, running_digits
@@ -171,10 +172,13 @@ def test_constructor_errors():
 
 def test_config_selects_the_answer_form():
   cfg = get_config("smoke")
-  assert type(build_domain(cfg.domain, load_tokenizer(), 0)) is ArithmeticDomain
+  answer = lambda: from_config(cfg).domain.answer  # noqa: E731
+  assert type(build_domain(cfg.domain, load_tokenizer(), 0, answer())) is ArithmeticDomain
   cfg.domain.answer = "running"
-  assert type(build_domain(cfg.domain, load_tokenizer(), 0)) is RunningSumDomain
+  assert type(build_domain(cfg.domain, load_tokenizer(), 0, answer())) is RunningSumDomain
+  del cfg.domain["answer"]  # a config saved before the key existed: the tree's one default
+  assert type(build_domain(cfg.domain, load_tokenizer(), 0, answer())) is ArithmeticDomain
   cfg.domain.answer = "digits"
   assert any("domain.answer" in p and "'running'" in p for p in problems(cfg))
   with pytest.raises(ValueError, match="domain.answer must be one of"):
-    build_domain(cfg.domain, load_tokenizer(), 0)
+    build_domain(cfg.domain, load_tokenizer(), 0, "digits")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from coevolution_configs import arithmetic_domain
 
-from genenv_jax.coevolution.settings import WarmStartSettings
+from genenv_jax.coevolution.settings import CurriculumSettings, WarmStartSettings
 from genenv_jax.tasks.arithmetic import host
 from genenv_jax.tasks.arithmetic.variations import variation
 from genenv_jax.training.warm_start import sft_batches
@@ -56,8 +56,8 @@ def test_env_warm_start_pairs_a_seed_with_its_variation_deterministically():
   domain = arithmetic_domain(
     min_operands=3, max_operands=6, max_digits=1, operators="+", bound=999, num_seeds=64, num_heldout=8
   )
-  a = sft_batches(domain, "env", 3, WarmStartSettings(env_targets="variation"))
-  b = sft_batches(domain, "env", 3, WarmStartSettings(env_targets="variation"))
+  a = sft_batches(domain, "env", 3, WarmStartSettings(env_targets="variation"), 8, CurriculumSettings())
+  b = sft_batches(domain, "env", 3, WarmStartSettings(env_targets="variation"), 8, CurriculumSettings())
   assert all(np.array_equal(a[k], b[k]) for k in a)
   tok, seeds = domain.tokenizer, domain.seed_expressions()
   targets = [
@@ -74,7 +74,7 @@ def test_env_warm_start_pairs_a_seed_with_its_variation_deterministically():
 def test_unknown_env_targets_and_domains_without_variations_are_refused():
   domain = arithmetic_domain()
   with pytest.raises(ValueError, match="env_targets = 'copy'"):  # the settings check it
-    sft_batches(domain, "env", 0, WarmStartSettings(env_targets="copy"))
+    sft_batches(domain, "env", 0, WarmStartSettings(env_targets="copy"), 8, CurriculumSettings())
 
   class NoEdits:
     name = "bfcl"
@@ -83,4 +83,4 @@ def test_unknown_env_targets_and_domains_without_variations_are_refused():
       return {}
 
   with pytest.raises(ValueError, match="'bfcl' domain cannot"):
-    sft_batches(NoEdits(), "env", 0, WarmStartSettings(env_targets="variation"))
+    sft_batches(NoEdits(), "env", 0, WarmStartSettings(env_targets="variation"), 8, CurriculumSettings())

@@ -249,11 +249,11 @@ def test_registry_errors_name_the_problem(tmp_path, tokenizer, shared_data):
   missing = tmp_path / "no_data_here"
   cfg = ml_collections.ConfigDict(dict(name="bamboogle", **settings("bamboogle", missing)))
   with pytest.raises(FileNotFoundError, match="no_data_here"):
-    registry.build_domain(cfg, tokenizer, seed=0)
+    registry.build_domain(cfg, tokenizer, seed=0, answer="value")
   with pytest.raises(ValueError, match="no setting"):
     registry.build_text_domain("bamboogle", settings("bamboogle", shared_data, num_games=3), tokenizer, 0)
   with pytest.raises(ValueError, match="available training domains"):
-    registry.build_domain(ml_collections.ConfigDict(dict(name="chess")), tokenizer, 0)
+    registry.build_domain(ml_collections.ConfigDict(dict(name="chess")), tokenizer, 0, "value")
   with pytest.raises(ValueError, match="fit"):  # every task is longer than 8 tokens
     registry.build_text_domain(
       "bamboogle", settings("bamboogle", shared_data, env_output_len=8), tokenizer, 0

@@ -121,7 +121,7 @@ def test_choice_lists_come_from_the_registries_the_code_dispatches_on():
   for name in LOSS_AGGREGATIONS:
     config.agent.grpo.loss_agg = name
     assert problems(config) == []
-  from genenv_jax.coevolution.step import MODES  # the step dispatches on the mode: the one list
+  from genenv_jax.coevolution.settings import MODES  # the tree declares the choices the step dispatches on
 
   assert not hasattr(config_checks, "MODES")
   for name in MODES:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from coevolution_configs import arithmetic_domain
 
-from genenv_jax.coevolution.settings import SettingsError, WarmStartSettings
+from genenv_jax.coevolution.settings import CurriculumSettings, SettingsError, WarmStartSettings
 from genenv_jax.training.warm_start import env_p_hat_values, sft_batches
 
 ALL = WarmStartSettings(env_p_hats="all")
@@ -34,8 +34,10 @@ def test_every_value_a_g_rollout_estimate_takes():
 @pytest.mark.parametrize("env_targets", ["nearby", "variation"])
 def test_each_pair_appears_once_per_shown_rate_with_its_target_and_the_unknown_copy_is_unchanged(env_targets):
   domain = _domain()
-  plain = sft_batches(domain, "env", 5, WarmStartSettings(env_targets=env_targets))
-  shown = sft_batches(domain, "env", 5, WarmStartSettings(env_targets=env_targets, env_p_hats="all"), group_size=2)
+  plain = sft_batches(domain, "env", 5, WarmStartSettings(env_targets=env_targets), 2, CurriculumSettings())
+  shown = sft_batches(
+    domain, "env", 5, WarmStartSettings(env_targets=env_targets, env_p_hats="all"), 2, CurriculumSettings()
+  )
   n = len(plain["prompt_ids"])
   assert n == 32 and all(len(v) == 4 * n for v in shown.values())
   # the first copy is the run without copies, bit for bit (a default run's warm start does not change)
@@ -68,7 +70,9 @@ def test_rate_directed_targets_are_harder_above_the_band_and_easier_below_it():
   domain = _domain()
   with pytest.raises(SettingsError, match="set env_p_hats = 'all'"):
     WarmStartSettings(env_targets="rate_directed")
-  shown = sft_batches(domain, "env", 5, WarmStartSettings(env_targets="rate_directed", env_p_hats="all"), group_size=2)
+  shown = sft_batches(
+    domain, "env", 5, WarmStartSettings(env_targets="rate_directed", env_p_hats="all"), 2, CurriculumSettings()
+  )
   n = 32
   assert all(len(v) == 4 * n for v in shown.values())
   rates = _rates(domain, shown["prompt_ids"], shown["prompt_mask"])

@@ -1,5 +1,6 @@
-"""The models plan compiles: a known checkpoint's architecture by name (plan never opens a checkpoint), or a config's
-shape fields, and the analytic Shape of a model."""
+"""The models plan compiles: a known checkpoint's architecture by name (plan never opens a checkpoint), or a model
+section's shape fields (coevolution.settings.ModelSettings), and the analytic Shape of a model. Named apart from
+genenv_jax/models, whose decoder these describe."""
 
 from __future__ import annotations
 
@@ -67,14 +68,14 @@ def known_model_name(name: str) -> str | None:
 
 
 def resolve_model(cfg, vocab_size: int, attention: str | None = None):
-  """The ModelConfig plan compiles for one model: KNOWN_MODELS by `arch` or `hf_path`, else the shape fields; the
-  attention implementation is `attention` when given, else the config's `attention` field when it has one."""
-  from genenv_jax.coevolution.build import model_config_from
+  """The ModelConfig plan compiles for one model (`cfg`: its coevolution.settings.ModelSettings): KNOWN_MODELS by
+  `arch` or `hf_path`, else the shape fields (ModelSettings.model_config); the attention implementation is
+  `attention` when given (plan --attention), else the setting's."""
   from genenv_jax.models.config import ModelConfig
 
-  name = cfg.get("arch", "") or cfg.hf_path
+  name = cfg.arch or cfg.hf_path
   if not name:
-    mc = model_config_from(cfg, vocab_size)
+    mc = cfg.model_config(vocab_size)
   else:
     key = known_model_name(name)
     if key is None:
@@ -83,8 +84,9 @@ def resolve_model(cfg, vocab_size: int, attention: str | None = None):
         f"{', '.join(KNOWN_MODELS)}); set the model's arch field to one of those, or set hf_path='' "
         "and give the shape fields (hidden_size, intermediate_size, num_layers, ...)"
       )
-    mc = ModelConfig(**{**_QWEN, **KNOWN_MODELS[key]}, param_dtype=cfg.dtype, dtype=cfg.dtype, remat=cfg.remat)
-  attention = attention or cfg.get("attention", None)
+    mc = ModelConfig(
+      **{**_QWEN, **KNOWN_MODELS[key]}, param_dtype=cfg.dtype, dtype=cfg.dtype, remat=cfg.remat, attention=cfg.attention
+    )
   return dataclasses.replace(mc, attention=attention) if attention else mc
 
 

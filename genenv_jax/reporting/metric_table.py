@@ -1,0 +1,168 @@
+"""The run's metric names: one table, each metric declared once with its tag, its one-line description, when it is
+logged, and where else it goes (summary.json's step rows, the progress line, the plots and their title).
+
+The co-evolution step emits the metrics (coevolution/step.py, under these tags); training/log_tags.py picks which
+to write to TensorBoard at which step (by `when`) and describes each tag there; training/loop.py writes summary.json's
+rows (`summary`) and the progress line (`progress`); reporting/summary_report.py and genenv_jax.compare plot the
+`plot` ones under their title. Every one of those reads this table, so that a tag, a description or a title is
+written once (tests/unit/reporting/test_metric_table.py checks that no tag is quoted elsewhere in those modules).
+
+`when` (training.log_tags.step_scalars):
+  always       whenever the step produces it;
+  off_policy   only with several GRPO mini-batches (with one, every update is on-policy: ratio 1, nothing clipped);
+  fresh_tasks  the env's tasks of this step, at a step with a valid env task;
+  env_writes   whenever the env wrote tasks;
+  band         the α band's limits, drawn beside p̂, whenever an env writes tasks;
+  env_update   only at steps where the env was updated;
+  counter      once non-zero;
+  histogram    a histogram per valid fresh task;
+  loop         written by the loop (learning rates, evaluation, timings, memory, warm start, the config, examples).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+WHEN = ("always", "off_policy", "fresh_tasks", "env_writes", "band", "env_update", "counter", "histogram", "loop")
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+  """One metric: `tag` (TensorBoard's name, summary.json's row key), `description` (TensorBoard's line), `when` it is
+  logged (WHEN), whether summary.json's step rows hold it (`summary`), its place on the progress line (`progress`,
+  1 = first; 0 = not there), its plot's title (`plot`, '' = not plotted), and its row key in summary.json files
+  written before the keys were the step's metric names (`old_key`, issue 33)."""
+
+  tag: str
+  description: str
+  when: str = "always"
+  summary: bool = False
+  progress: int = 0
+  plot: str = ""
+  old_key: str = ""
+
+  def __post_init__(self):
+    if self.when not in WHEN:
+      raise ValueError(f"metric {self.tag}: when = {self.when!r} must be one of {', '.join(WHEN)}")
+
+
+# The tags the code refers to by name (the others it reads through `tags`, SUMMARY_KEYS, ...): each written here only.
+REWARD_MEAN = "agent/reward_mean"
+AGENT_LR = "agent/lr"
+P_HAT_MEAN = "curriculum/p_hat_mean"
+BAND_FRAC = "curriculum/band_frac"
+DIFFICULTY_MEAN = "curriculum/difficulty_mean"
+INVALID_FRAC = "curriculum/invalid_frac"
+EXAMPLES = "curriculum/examples"
+ENV_GRAD_NORM = "env/grad_norm_before_clip"
+ENV_LR = "env/lr"
+EVAL_ACCURACY = "eval/accuracy"
+EVAL_ACCURACY_SE = "eval/accuracy_se"
+EVAL_BY_DIFFICULTY = "eval/by_difficulty"
+AGENT_TOKENS_PER_S = "perf/agent_tokens_per_s"
+ENV_TOKENS_PER_S = "perf/env_tokens_per_s"
+HOST_PEAK_MEMORY = "perf/host_peak_memory_gib"
+DEVICE_PEAK_MEMORY = "perf/device_peak_memory_gib"
+RUN_CONFIG = "run/config"
+EVAL_BY_LEVEL = "eval/accuracy_difficulty_"  # + the level: one tag per difficulty level
+
+M = Metric
+METRICS = (
+  # agent/: the GRPO update
+  M(REWARD_MEAN, "mean reward of the agent's rollouts on this step's valid tasks (fresh and replayed)",
+    summary=True, progress=1, plot="agent reward (training tasks)", old_key="agent_reward"),
+  M("agent/pg_loss", "GRPO's clipped policy-gradient surrogate, token mean over the step's mini-batches"),
+  M("agent/kl_to_reference", "KL of the agent to its reference policy on its rollouts' tokens (the KL estimator set)"),
+  M("agent/entropy", "mean token entropy of the agent's policy on its rollouts"),
+  M("agent/groups_without_signal_frac",
+    "share of task groups whose G rewards are all equal: zero advantage, no signal"),
+  M("agent/response_len", "mean length of the agent's rollouts, in tokens"),
+  M("agent/grad_norm_before_clip", "global norm of the agent's gradient before clipping, mean over mini-batches"),
+  M("agent/grad_clipped_frac", "share of the agent's mini-batch updates whose gradient norm was clipped"),
+  M("agent/update_norm", "global norm of the agent's parameter update, mean over mini-batches"),
+  M("agent/ratio_mean", "mean importance ratio π_new / π_old over the agent's tokens (1 on-policy)", "off_policy"),
+  M("agent/ratio_max", "largest importance ratio π_new / π_old over the agent's tokens", "off_policy"),
+  M("agent/ppo_clip_frac", "share of the agent's tokens whose importance ratio was clipped", "off_policy"),
+  M("agent/skipped_updates", "agent updates skipped so far (non-finite, or a mini-batch without a valid token)",
+    "counter"),
+  M(AGENT_LR, "the agent's learning rate at this step", "loop"),
+  # curriculum/: the env's fresh tasks as the agent meets them, and the replayed ones
+  M("curriculum/replay_p_hat_mean", "mean p̂ on the tasks replayed from D_train", summary=True,
+    old_key="replay_p_hat_mean"),
+  M("curriculum/replay_difficulty_mean", "mean difficulty of the tasks replayed from D_train"),
+  M(P_HAT_MEAN, "mean p̂ (the agent's success rate over its G rollouts) on the env's valid tasks",
+    "fresh_tasks", summary=True, progress=2, plot="mean p̂ on generated tasks", old_key="p_hat_mean"),
+  M(BAND_FRAC, "share of the env's valid tasks whose p̂ lies in the α band |p̂ - α| <= k_min",
+    "fresh_tasks", summary=True, progress=3, plot="fraction of tasks in the α band", old_key="band_frac"),
+  M("curriculum/r_env_mean", "mean env reward R_env = exp(-β (p̂ - α)²) on the env's valid tasks", "fresh_tasks"),
+  M("curriculum/p_hat_0_or_1_frac", "share of the env's valid tasks that the agent always fails or always solves",
+    "fresh_tasks"),
+  M(DIFFICULTY_MEAN, "mean difficulty of the env's valid tasks", "fresh_tasks", summary=True,
+    progress=4, plot="generated-task difficulty", old_key="difficulty_mean"),
+  M("curriculum/difficulty_std", "standard deviation of the difficulty of the env's valid tasks", "fresh_tasks"),
+  M("curriculum/difficulty_max", "largest difficulty among the env's valid tasks", "fresh_tasks"),
+  # the same tasks split by the env prompt's seed: a base seed task, or a generated task from D_env (each NaN, so left
+  # out, when no valid task of that kind was written this step)
+  M("curriculum/p_hat_mean_from_base_seeds", "mean p̂ on the env's valid tasks written from base seed tasks",
+    "fresh_tasks", summary=True, old_key="p_hat_mean_base_seeded"),
+  M("curriculum/p_hat_mean_from_generated_seeds", "mean p̂ on the env's valid tasks written from generated D_env tasks",
+    "fresh_tasks", summary=True, old_key="p_hat_mean_pool_seeded"),
+  M("curriculum/difficulty_mean_from_base_seeds", "mean difficulty of valid env tasks written from base seed tasks",
+    "fresh_tasks"),
+  M("curriculum/difficulty_mean_from_generated_seeds",
+    "mean difficulty of valid env tasks written from generated tasks", "fresh_tasks"),
+  M(INVALID_FRAC, "share of the env's outputs that do not parse into a valid task", "env_writes",
+    summary=True, plot="invalid env tasks", old_key="invalid_frac"),
+  M("curriculum/band_low", "lower limit of the α band, α - k_min", "band"),
+  M("curriculum/band_high", "upper limit of the α band, α + k_min", "band"),
+  M("curriculum/p_hat", "p̂ of the env's valid tasks, one bin per k/G", "histogram"),
+  M("curriculum/difficulty", "difficulty of the env's valid tasks, one bin per level", "histogram"),
+  M(EXAMPLES, "example tasks across p̂: the env's text, gold answer, difficulty, p̂, a rollout, its reward",
+    "loop"),
+  # env/: the env update (RWR or GRPO on R_env), and what it writes
+  M("env/output_len", "mean length of the env's outputs, in tokens", "env_writes"),
+  M("env/rwr_nll", "RWR loss: the env's weighted negative log-likelihood of the kept tasks", "env_update"),
+  M("env/pg_loss", "the env's clipped policy-gradient surrogate on R_env advantages", "env_update"),
+  M("env/kl_to_initial", "KL of the env to the initial env on its task tokens (weighted by RWR's weights under RWR)",
+    "env_update"),
+  M("env/rwr_weight_max", "largest RWR weight among the kept tasks", "env_update"),
+  M(ENV_GRAD_NORM, "global norm of the env's gradient before clipping", "env_update"),
+  M("env/grad_clipped_frac", "1 when the env's gradient norm was clipped, else 0", "env_update"),
+  M("env/update_norm", "global norm of the env's candidate parameter update, before the KL cap scales it",
+    "env_update"),
+  M("env/update_kl", "KL of the candidate env update to the env before it, on the update's task tokens", "env_update"),
+  M("env/kl_cap_scale", "scale in [0, 1] applied to the env's update so that its KL stays under the cap",
+    "env_update"),
+  M("env/skipped_updates", "env updates skipped so far (non-finite, or no kept task)", "counter"),
+  M(ENV_LR, "the env's learning rate at this step", "loop"),
+  # eval/ (training/loop.py)
+  M(EVAL_ACCURACY, "greedy accuracy on the held-out set", "loop"),
+  M(EVAL_ACCURACY_SE, "binomial standard error of the held-out accuracy", "loop"),
+  M(EVAL_BY_LEVEL + "*", "greedy held-out accuracy on the items of this difficulty level", "loop"),
+  M(EVAL_BY_DIFFICULTY, "held-out items, accuracy and standard error per difficulty level", "loop"),
+  # perf/ (the loop's timings per phase: training.log_tags adds perf/PHASE_s)
+  M(AGENT_TOKENS_PER_S, "agent tokens sampled per second of step time", "loop"),
+  M(ENV_TOKENS_PER_S, "env tokens sampled per second of step time", "loop"),
+  M(HOST_PEAK_MEMORY, "this process's peak resident host memory, GiB", "loop"),
+  M(DEVICE_PEAK_MEMORY, "peak memory allocated on the first local device, GiB", "loop"),
+  # the rest of the run
+  M("warm_start/agent_loss", "the agent's supervised warm-start loss", "loop"),
+  M("warm_start/env_loss", "the env's supervised warm-start loss", "loop"),
+  M(RUN_CONFIG, "the run's config", "loop"),
+)  # fmt: skip
+BY_TAG = {m.tag: m for m in METRICS}
+
+
+def tags(when: str) -> tuple[str, ...]:
+  """The tags logged `when` (WHEN), in the table's order."""
+  if when not in WHEN:
+    raise ValueError(f"unknown when {when!r}; choose one of {', '.join(WHEN)}")
+  return tuple(m.tag for m in METRICS if m.when == when)
+
+
+SUMMARY_KEYS = tuple(m.tag for m in METRICS if m.summary)  # summary.json's step rows
+PROGRESS_KEYS = tuple(m.tag for m in sorted((m for m in METRICS if m.progress), key=lambda m: m.progress))
+# tag -> its plot's title: the env's fresh tasks' figures first (compare plots those alone: FRESH_PLOTS)
+PLOTS = {m.tag: m.plot for m in sorted(METRICS, key=lambda m: m.when != "fresh_tasks") if m.plot}
+FRESH_PLOTS = {tag: title for tag, title in PLOTS.items() if BY_TAG[tag].when == "fresh_tasks"}
+OLD_ROW_KEYS = {m.old_key: m.tag for m in METRICS if m.old_key}  # summary.json's keys before issue 33 -> today's

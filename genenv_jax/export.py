@@ -2,7 +2,9 @@
 
 Writes the trained agent (or env) of a run's latest checkpoint as an HF checkpoint directory (config.json +
 safetensors) that transformers' `from_pretrained`, and so any HF-compatible server, loads. When the run used an HF
-tokenizer directory its tokenizer files are copied beside the weights; a sentencepiece `.model` is copied as is.
+tokenizer directory its tokenizer files are copied beside the weights; a sentencepiece `.model` is copied as is; the
+tokenizer of a `.gguf` model file (models.gguf) is written as transformers' tokenizer files (tokenizer.json, its
+config, the chat template), not the whole model file.
 A LoRA run's model is written with its adapters merged into the weights (W + (alpha / rank) A B, models.lora.merged);
 with --lora_adapters the adapters are also written apart, in peft's layout, under DIR/adapter.
 
@@ -36,7 +38,15 @@ TOKENIZER_FILES = (
 
 
 def copy_tokenizer(source: pathlib.Path, out: pathlib.Path) -> list[str]:
-  """Copies the tokenizer files of `source` (an HF directory or a sentencepiece file) into `out`."""
+  """Copies the tokenizer files of `source` (an HF directory or a sentencepiece file) into `out`; a `.gguf` model
+  file's tokenizer is saved as transformers' files (`save_pretrained` of models.gguf.hf_tokenizer, the tokenizer the
+  run used), so that an export is not the ~100 MB model file again. Returns the names written."""
+  from genenv_jax.models import gguf  # pylint: disable=import-outside-toplevel
+
+  if source.is_file() and gguf.is_gguf(source):
+    before = set(os.listdir(out))
+    gguf.hf_tokenizer(gguf.read(source)).save_pretrained(out)
+    return sorted(set(os.listdir(out)) - before)
   if source.is_file():
     shutil.copy2(source, out / source.name)
     return [source.name]

@@ -132,6 +132,23 @@ def test_tokenizer_matches_transformers_gguf_load(tmp_path, arch, pre):
   assert CHATML == hf.chat_template
 
 
+def test_export_writes_a_gguf_runs_tokenizer_as_tokenizer_files(tmp_path):
+  """export.copy_tokenizer of a run whose tokenizer is a .gguf file saves transformers' tokenizer files (not the model
+  file again), which load to the same ids, chat text and special ids."""
+  from genenv_jax.export import copy_tokenizer
+
+  path = write_gguf(tmp_path / "model.gguf", "llama", layers=1, pre="smollm")
+  out = tmp_path / "export"
+  out.mkdir()
+  written = copy_tokenizer(path, out)
+  assert "tokenizer.json" in written and not any(name.endswith(".gguf") for name in written), written
+  assert sorted(p.name for p in out.iterdir()) == written
+  ours_tok, exported = load_tokenizer(path), load_tokenizer(out)
+  assert [exported.encode(t) for t in TEXTS] == [ours_tok.encode(t) for t in TEXTS]
+  assert [exported.apply_chat_template(m) for m in MESSAGES] == [ours_tok.apply_chat_template(m) for m in MESSAGES]
+  assert (exported.bos_id, exported.pad_id, exported.vocab_size) == (ours_tok.bos_id, ours_tok.pad_id, 288)
+
+
 # ---- errors ----------------------------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,148 @@
+"""SmolLM2-135M-Instruct as both agent and env, co-evolving on arithmetic on a 2-core CPU in under an hour (issue 40).
+
+  python -m genenv_jax.data fetch smollm2          # the model: <data dir>/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+  python -m genenv_jax.main --config=configs/smollm2.py --workdir=runs/smollm2
+  python -m genenv_jax.sweep --config=configs/smollm2.py --variants=coevolve,random,static,grpo --seeds=0,1,2 \
+      --workdir=runs/smollm2_sweep
+
+The model file is looked up where `fetch` puts it: the data directory of genenv_jax/data/location.py (`$GENENV_DATA`,
+else `~/.cache/genenv_jax/data`), as `smollm2/SmolLM2-135M-Instruct.Q4_1.gguf` (manifest dataset `smollm2`). It is both
+models' `hf_path` and the run's `tokenizer` (the model's own GPT-2-style BPE, which spells every digit and '+' as one
+token, as the arithmetic domain needs). When it is absent, loading this config stops with the data manifest's error,
+which names the fetch command; a copy elsewhere is used by pointing GENENV_DATA at the directory that holds
+`smollm2/`.
+
+Variants (`--config=configs/smollm2.py:VARIANT`, composable left to right with '+', e.g. `smoke+random`):
+  (none)  the run, also named `coevolve`: GenEnv, the env trained by RWR toward the α band.
+  random  GenEnv-Random: the env samples tasks but is never trained (env.train = False).
+  static  static augmentation: the warm-started env writes `pools.static_rounds` batches once, then only replay.
+  grpo    plain GRPO on the seed tasks, no env.
+  smoke   two steps of everything at a few rows and a short warm start, for CI (tests/integration/
+          test_smollm2_step.py) and for checking an install: about a minute here, compile included.
+`static` and `grpo` train the agent on as many tasks per step as `coevolve` (its fresh + replayed), so that the four
+differ only in where the tasks come from.
+
+The task family: the demo's (configs/default.py), sums of single digits, here 2..6 of them (difficulty = the number of
+'+', 1..5). After the warm start below, the notes' measurement (docs/EXPERIMENTS.md and /work/shared/notes
+/real-model.md, 2026-12-06) had held-out accuracy 0.30/0.20/0.20 on sums of 3/4/5 digits, and the agent's success on
+generated tasks at 0.19-0.38, near the α band; zero-shot, 2-digit sums were right 0.47 of the time. 2..6 digits thus
+spans levels above, inside and below the band. Seeds are weighted 0.6**k toward the easy levels, as the demo's.
+Prompts are the domain's raw text (`Compute: 3+4 =`), no chat template: the warm start teaches that format.
+
+The warm start (WarmStartSettings; training/warm_start.py): 40 agent + 40 env supervised steps, batch 16, lr 1e-4,
+full-parameter. Without it, every env task was invalid (the env continued its prompt) and the agent's reward was 0
+(it answered " 11." with no end token); after it, held-out 0.23 and no invalid env task (the notes above). The 7B
+config skips the warm start (an instruction-tuned model of that size follows a format from its prompt); this one asks
+for it, and the loop runs it on a real checkpoint as on a random one.
+
+LoRA on, for both models (rank 8, α = 16, every projection; models/lora.py), because memory is this machine's binding
+limit: the KL references are the base weights with the adapters off (no copy of either model), and AdamW holds moments
+of the adapters alone, about 3 GB less than full fine-tuning of two 135M models in float32 (two 0.54 GB references and
+2 x 1.1 GB of moments); the update also skips the base weights' gradients. LoRA matches full fine-tuning in RL at far
+smaller ranks than this (Schulman et al., "LoRA Without Regret", Thinking Machines 2025), with a learning rate about
+10x full fine-tuning's: lr 1e-5 is a tenth of the full-parameter warm start's 1e-4 above, so 1e-4 for the adapters.
+The warm start trains every parameter and is then folded into the base (models.lora.fold).
+
+Sizes: per step 6 env tasks + 2 replayed = 8 tasks x G = 5 rollouts (G = 5 so that p̂ in {0.4, 0.6} passes the band
+|p̂ - α| <= k_min; with G = 4 or 8 only p̂ = 0.5 would), the agent's update in 2 mini-batches of 20 rows. Lengths are
+what the longest task needs (domain *_len = 0): agent prompt 16 + answer 5 tokens, env prompt 25 + output 12. Held-out:
+200 tasks, 40 per level. 80 steps, a checkpoint every 10, an evaluation every 20.
+
+Measured (2026-12-06, this 2-core CPU beside a 2-process sweep, load average 10-11; `/usr/bin/time -v python -m
+genenv_jax.main --config=configs/smollm2.py --config.total_steps=6`): peak resident memory 6.8 GB; the warm start 884 s
+(agent SFT loss 0.75 -> 0.33, env 1.39 -> 1.29); a step about 20 s (steps 2-6: 19-23 s; the first, compiling, 88 s);
+1,153 s in all. Held-out accuracy 0.000 before the warm start, 0.405 after it, by level 1.00 / 0.55 / 0.20 / 0.18 /
+0.10 (sums of 2..6 digits): levels above, inside and below the α band; no env task invalid. The whole 80-step run
+is so about 15 + 28 + 3 minutes (warm start, steps, evaluations) under that load: run sweeps with --jobs=1 on 24 GB.
+The smoke variant: 332 s under the same load (`python -m genenv_jax.main --config=configs/smollm2.py:smoke`).
+"""
+
+import pathlib
+
+import ml_collections
+
+from configs import default
+from genenv_jax import data
+
+DATASET = "smollm2"
+GGUF = "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # the manifest's path of the model file, under the data directory
+
+VARIANTS = ("coevolve", "random", "static", "grpo", "smoke")
+
+
+def model_file(data_dir: str | None = None) -> str:
+  """The fetched GGUF file under the data directory (genenv_jax.data.location); raises the manifest's
+  DataMissingError, which names `python -m genenv_jax.data fetch smollm2 --data_dir DIR`, when it is absent."""
+  root = data.resolve_data_dir(data_dir)
+  path = root / GGUF
+  if not path.is_file():
+    data.require(root, [DATASET])  # raises: the file is missing, and the error says how to fetch it
+  return str(pathlib.Path(path).absolute())
+
+
+def get_config(arg: str = "") -> ml_collections.ConfigDict:
+  c = default.get_config("")
+  path = model_file()
+  c.total_steps = 80
+  c.checkpoint_every = 10
+  c.eval_every = 20
+  c.log_every = 1
+  c.tokenizer = path  # the model's own tokenizer, read from the same file
+
+  for model in (c.agent.model, c.env.model):
+    model.hf_path = path
+    model.dtype = "float32"
+    model.remat = "none"
+
+  c.domain.update(
+    dict(min_operands=2, max_operands=6, max_digits=1, operators="+", bound=999, seed_decay=0.6, num_seeds=2048)
+  )
+  c.domain.num_heldout = 200  # 40 per level
+
+  c.agent.grpo.group_size = 5
+  c.agent.grpo.minibatches = 2
+  c.agent.optimizer.lr = 1e-4
+  c.env.optimizer.lr = 1e-4
+  c.env.num_seeds = 6
+  c.pools.num_replay = 2
+  for who in (c.agent, c.env):
+    who.lora.enabled = True
+
+  c.warm_start.agent_steps = 40
+  c.warm_start.env_steps = 40
+  c.warm_start.batch_size = 16
+  c.warm_start.lr = 1e-4
+
+  for variant in [v.strip() for v in arg.split("+")]:
+    _apply_variant(c, variant)
+  return c
+
+
+def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
+  """One named override set (module docstring); "" and "coevolve" leave the run as it is."""
+  if variant in ("", "coevolve"):
+    return
+  if variant == "random":
+    c.env.train = False
+  elif variant in ("static", "grpo"):
+    c.mode = variant
+    c.pools.num_replay = c.env.num_seeds * c.env.samples_per_seed + c.pools.num_replay  # coevolve's tasks per step
+  elif variant == "smoke":
+    c.total_steps = 2
+    c.checkpoint_every = 1
+    c.eval_every = 2
+    c.domain.num_seeds = 256
+    c.domain.num_heldout = 5  # one per level
+    c.agent.grpo.group_size = 2
+    c.agent.grpo.minibatches = 1
+    c.env.num_seeds = 2
+    c.pools.num_replay = 1 if c.mode == "coevolve" else 3  # static, grpo: as many tasks per step as coevolve
+    c.pools.static_rounds = 1
+    c.warm_start.agent_steps = 2
+    c.warm_start.env_steps = 2
+    c.warm_start.batch_size = 4
+  else:
+    raise ValueError(
+      f"unknown variant {variant!r} of configs/smollm2.py; choose from {', '.join(VARIANTS)} (or none), joined with "
+      "'+' to compose, e.g. smoke+random"
+    )

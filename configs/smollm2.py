@@ -23,8 +23,8 @@ Variants (`--config=configs/smollm2.py:VARIANT`, composable left to right with '
 differ only in where the tasks come from.
 
 The task family: the demo's (configs/default.py), sums of single digits, here 2..6 of them (difficulty = the number of
-'+', 1..5). After the warm start below, the notes' measurement (docs/EXPERIMENTS.md and /work/shared/notes
-/real-model.md, 2026-12-06) had held-out accuracy 0.30/0.20/0.20 on sums of 3/4/5 digits, and the agent's success on
+'+', 1..5). After the warm start below, the notes' measurement (issue 40's measurement of 2026-12-06, on the notes'
+40 + 40-step warm start) had held-out accuracy 0.30/0.20/0.20 on sums of 3/4/5 digits, and the agent's success on
 generated tasks at 0.19-0.38, near the α band; zero-shot, 2-digit sums were right 0.47 of the time. 2..6 digits thus
 spans levels above, inside and below the band. Seeds are weighted 0.6**k toward the easy levels, as the demo's.
 Prompts are the domain's raw text (`Compute: 3+4 =`), no chat template: the warm start teaches that format.

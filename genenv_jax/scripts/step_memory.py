@@ -10,13 +10,12 @@ temporary of a program in ONE preallocated buffer, so the temporaries are the si
 XLA's buffer assignment (`DIR/*jit_step*buffer-assignment.txt`, `*memory-usage-report.txt`: the largest values and the
 HLO that owns each).
 
-The models are random decoders of `--model`'s shape (planning.models.KNOWN_MODELS; both agent and env), `--layers`
-of them when given: per-layer buffers scale with the layer count, the vocabulary's do not, so a shallow compile
-separates the two. The config is configs/default.py's with the models, the task batch (`--tasks` = env prompts + as
-many replayed tasks, G = `--group`), the four lengths (agent prompt, answer, env prompt, env output) and the agent's
+The models are random decoders of `--model`'s shape (planning.architectures.KNOWN_MODELS; both agent and env),
+`--layers` of them when given: per-layer buffers scale with the layer count, the vocabulary's do not, so a shallow
+compile separates the two. The config is configs/default.py's with the models, the task batch (`--tasks` = env prompts +
+as many replayed tasks, G = `--group`), the four lengths (agent prompt, answer, env prompt, env output) and the agent's
 mini-batches replaced; the sampler's vocabulary limit is the model's whole vocabulary, as with the model's own
-tokenizer. LLVM's passes are off (cpu_pipeline.LLVM_OFF: the same buffer assignment, a shorter compile).
-"""
+tokenizer. LLVM's passes are off (cpu_pipeline.LLVM_OFF: the same buffer assignment, a shorter compile)."""
 
 from __future__ import annotations
 
@@ -38,7 +37,7 @@ def step_config(model: str, layers: int, remat: str, minibatches: int, tasks: in
   tasks / 2 env prompts + tasks / 2 replayed tasks of G = `group` rollouts, the four domain lengths and the agent's
   GRPO mini-batches."""
   from configs import default
-  from genenv_jax.planning.models import KNOWN_MODELS
+  from genenv_jax.planning.architectures import KNOWN_MODELS
 
   shape = KNOWN_MODELS[model]
   c = default.get_config("")
@@ -108,7 +107,7 @@ def compiled_memory(config) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--model", default="smollm2-135m", help="a planning.models.KNOWN_MODELS name")
+  parser.add_argument("--model", default="smollm2-135m", help="a planning.architectures.KNOWN_MODELS name")
   parser.add_argument("--layers", type=int, default=0, help="layers of both models (0: the model's own)")
   parser.add_argument("--remat", default="none", help="both models' remat policy (models.config.REMAT_POLICIES)")
   parser.add_argument("--minibatches", type=int, default=1, help="the agent's GRPO mini-batches")

@@ -2,7 +2,7 @@
 first co-evolution steps, computed under XLA:CPU's portable pipeline.
 
   python -m genenv_jax.scripts.numerics_digest [--config=configs/default.py[:VARIANT]] [--agent_steps=100]
-      [--env_steps=20] [--steps=10] [--set key=value ...]
+      [--env_steps=20] [--steps=10] [--set=key=value ...]
 
 Prints one JSON line: {"warm_start": sha, "steps": [sha after step 1, ..., after step N], "flags": XLA_FLAGS}.
 
@@ -21,7 +21,6 @@ references, both optimizers, the pools, the PRNG key) with its shape and dtype, 
 
 from __future__ import annotations
 
-import argparse
 import ast
 import hashlib
 import json
@@ -29,6 +28,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from absl import flags
+
+from genenv_jax import cli
 from genenv_jax.parallel import cpu_pipeline  # imports no jax
 
 DIGEST_FLAGS = " ".join(
@@ -60,7 +62,7 @@ def _override(config, assignment: str) -> None:
   Python literal where it is one (2e-4, (0.25, 0.5, 0.25), True), else kept as text, then cast to the setting's type."""
   key, sep, text = assignment.partition("=")
   if not sep:
-    raise SystemExit(f"--set {assignment!r}: expected key=value, e.g. --set agent.optimizer.lr=2e-4")
+    raise ValueError(f"--set {assignment!r}: expected key=value, e.g. --set=agent.optimizer.lr=2e-4")
   try:
     value = ast.literal_eval(text)
   except (ValueError, SyntaxError):
@@ -69,10 +71,10 @@ def _override(config, assignment: str) -> None:
   node = config
   for part in path:
     if part not in node:
-      raise SystemExit(f"--set {assignment!r}: the config has no section {part!r}")
+      raise ValueError(f"--set {assignment!r}: the config has no section {part!r}")
     node = node[part]
   if last not in node:
-    raise SystemExit(f"--set {assignment!r}: the config has no setting {key!r}")
+    raise ValueError(f"--set {assignment!r}: the config has no setting {key!r}")
   old = node[last]
   if isinstance(old, (bool, int, float, tuple)) and not isinstance(value, str):
     value = type(old)(value)
@@ -106,25 +108,34 @@ def _load_config(spec: str):
   path, _, variant = spec.partition(":")
   module_spec = importlib.util.spec_from_file_location("digest_config", path)
   if module_spec is None or not os.path.isfile(path):
-    raise SystemExit(f"--config {spec!r}: no config file at {path!r}")
+    raise ValueError(f"--config {spec!r}: no config file at {path!r}")
   module = importlib.util.module_from_spec(module_spec)
   module_spec.loader.exec_module(module)
   return module.get_config(variant)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--config", default="configs/default.py", help="config file[:variant]")
-  parser.add_argument("--agent_steps", type=int, default=100, help="the agent's warm-start SFT steps")
-  parser.add_argument("--env_steps", type=int, default=20, help="the env's warm-start SFT steps")
-  parser.add_argument("--steps", type=int, default=10, help="co-evolution steps after the warm start")
-  parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override")
-  args = parser.parse_args(argv)
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_string("config", "configs/default.py", "the config file[:variant]", flag_values=fv),
+    flags.DEFINE_integer("agent_steps", 100, "the agent's warm-start SFT steps", lower_bound=0, flag_values=fv),
+    flags.DEFINE_integer("env_steps", 20, "the env's warm-start SFT steps", lower_bound=0, flag_values=fv),
+    flags.DEFINE_integer("steps", 10, "co-evolution steps after the warm start", lower_bound=0, flag_values=fv),
+    flags.DEFINE_multi_string("set", [], "a config override key=value (repeatable)", flag_values=fv),
+  )
+
+
+def main(argv: Sequence[str]) -> int:
+  """Prints one JSON line. Through cli.run (or cli.call): a bad flag or override is one `error:` line, exit 2."""
+  cli.no_arguments(argv)
+  args = cli.namespace(_FLAGS)
   if "jax" in sys.modules:
     import jax
 
     if jax._src.xla_bridge.backends_are_initialized() and os.environ.get("XLA_FLAGS") != DIGEST_FLAGS:
-      raise SystemExit("numerics_digest must run in a process of its own: JAX already started with other XLA_FLAGS")
+      raise RuntimeError("numerics_digest must run in a process of its own: JAX already started with other XLA_FLAGS")
   os.environ["XLA_FLAGS"] = DIGEST_FLAGS
   os.environ["JAX_PLATFORMS"] = "cpu"
   config = _load_config(args.config)
@@ -137,4 +148,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  _define_flags()
+  cli.run(main, "genenv_jax.scripts.numerics_digest")

@@ -19,7 +19,6 @@ tokenizer. LLVM's passes are off (cpu_pipeline.LLVM_OFF: the same buffer assignm
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -27,6 +26,9 @@ import sys
 import time
 from collections.abc import Sequence
 
+from absl import flags
+
+from genenv_jax import cli
 from genenv_jax.parallel import cpu_pipeline  # imports no jax
 
 GIB = 2**30
@@ -54,7 +56,8 @@ def step_config(model: str, layers: int, remat: str, minibatches: int, tasks: in
     m.head_dim = shape["head_dim"]
     m.vocab_size = shape["vocab_size"]
     m.tie_word_embeddings = shape["tie_word_embeddings"]
-    m.rope_theta = shape.get("rope_theta", m.rope_theta)
+    if "rope_theta" in shape:
+      m.rope_theta = shape["rope_theta"]
     m.remat = remat
   keys = ("agent_prompt_len", "agent_answer_len", "env_prompt_len", "env_output_len")
   c.domain.update(dict(zip(keys, lengths, strict=True)))
@@ -105,23 +108,32 @@ def compiled_memory(config) -> dict:
   }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--model", default="smollm2-135m", help="a planning.architectures.KNOWN_MODELS name")
-  parser.add_argument("--layers", type=int, default=0, help="layers of both models (0: the model's own)")
-  parser.add_argument("--remat", default="none", help="both models' remat policy (models.config.REMAT_POLICIES)")
-  parser.add_argument("--minibatches", type=int, default=1, help="the agent's GRPO mini-batches")
-  parser.add_argument("--tasks", type=int, default=16, help="tasks per step: half env prompts, half replayed")
-  parser.add_argument("--group", type=int, default=8, help="G, the agent's rollouts per task")
-  parser.add_argument("--lengths", default="64,16,64,40", help="agent prompt, answer, env prompt, env output")
-  parser.add_argument("--dump", default="", help="a directory for XLA's dumps (buffer assignment)")
-  args = parser.parse_args(argv)
+def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
+  global _FLAGS
+  fv = flag_values
+  _FLAGS = (
+    flags.DEFINE_string("model", "smollm2-135m", "a planning.architectures.KNOWN_MODELS name", flag_values=fv),
+    flags.DEFINE_integer("layers", 0, "layers of both models (0: the model's own)", lower_bound=0, flag_values=fv),
+    flags.DEFINE_string("remat", "none", "both models' remat policy (models.config.REMAT_POLICIES)", flag_values=fv),
+    flags.DEFINE_integer("minibatches", 1, "the agent's GRPO mini-batches", lower_bound=1, flag_values=fv),
+    flags.DEFINE_integer("tasks", 16, "tasks per step: half env prompts, half replayed", lower_bound=2, flag_values=fv),
+    flags.DEFINE_integer("group", 8, "G, the agent's rollouts per task", lower_bound=1, flag_values=fv),
+    flags.DEFINE_string("lengths", "64,16,64,40", "agent prompt, answer, env prompt, env output", flag_values=fv),
+    flags.DEFINE_string("dump", "", "a directory for XLA's dumps (buffer assignment)", flag_values=fv),
+  )
+
+
+def main(argv: Sequence[str]) -> int:
+  """Prints one JSON line. Through cli.run (or cli.call): a bad flag is one `error:` line, exit 2."""
+  cli.no_arguments(argv)
+  args = cli.namespace(_FLAGS)
   if "jax" in sys.modules:
-    raise SystemExit("step_memory must run in a process of its own: XLA_FLAGS are read when JAX starts")
-  flags = cpu_pipeline.as_xla_flags(cpu_pipeline.LLVM_OFF)
-  os.environ["XLA_FLAGS"] = f"{flags} --xla_dump_to={args.dump} --xla_dump_hlo_as_text" if args.dump else flags
+    raise RuntimeError("step_memory must run in a process of its own: XLA_FLAGS are read when JAX starts")
+  xla = cpu_pipeline.as_xla_flags(cpu_pipeline.LLVM_OFF)
+  os.environ["XLA_FLAGS"] = f"{xla} --xla_dump_to={args.dump} --xla_dump_hlo_as_text" if args.dump else xla
   os.environ["JAX_PLATFORMS"] = "cpu"
-  lengths = [int(x) for x in args.lengths.split(",")]
+  lengths = cli.integers("lengths", args.lengths.split(","))
   config = step_config(args.model, args.layers, args.remat, args.minibatches, args.tasks, args.group, lengths)
   out = {k: v for k, v in vars(args).items() if k != "dump"}
   print(json.dumps({**out, **compiled_memory(config)}))
@@ -129,4 +141,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  _define_flags()
+  cli.run(main, "genenv_jax.scripts.step_memory")

@@ -18,7 +18,9 @@ SCRIPTS = [
   "env_validity",
   "fuzz_scorers",
   "kill_resume",
+  "numerics_digest",
   "replay_alfworld",
+  "step_memory",
   "task_rate_spread",
   "train_tokenizer",
 ]

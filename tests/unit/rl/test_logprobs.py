@@ -36,18 +36,24 @@ def _naive(hidden, head, targets, temperature):
   return logp, -(jnp.exp(logp_all) * logp_all).sum(-1)
 
 
+def _weighted_value_and_grad(fn, w, u):
+  """value_and_grad over (hidden, head) of Σ w·logp + Σ u·entropy for `fn(hidden, head) -> (logp, entropy)`: random
+  cotangents, so every position's gradient counts."""
+
+  def f(h, hw):
+    logp, ent = fn(h, hw)
+    return (w * logp).sum() + (u * ent).sum()
+
+  return jax.value_and_grad(f, argnums=(0, 1))
+
+
 @pytest.mark.parametrize("chunk,temperature", [(1, 0.7), (4, 1.0), (4, 0.7), (11, 0.7), (64, 1.3)])
 def test_chunked_matches_unchunked_values_and_gradients(chunk, temperature):
   hidden, head, targets = _inputs()
   w = jax.random.normal(jax.random.key(5), targets.shape)  # a random cotangent, so every position's gradient counts
   u = jax.random.normal(jax.random.key(6), targets.shape)
 
-  def objective(fn):
-    def f(h, hw):
-      logp, ent = fn(h, hw)
-      return (w * logp).sum() + (u * ent).sum()
-
-    return jax.value_and_grad(f, argnums=(0, 1))
+  objective = lambda fn: _weighted_value_and_grad(fn, w, u)  # noqa: E731
 
   def chunked(h, hw):
     return chunked_token_logprobs(
@@ -125,12 +131,7 @@ def test_row_chunked_matches_unchunked_values_and_gradients(chunk, max_logits, e
   w = jax.random.normal(jax.random.key(5), targets.shape)
   u = jax.random.normal(jax.random.key(6), targets.shape)
 
-  def grads(fn):
-    def f(h, hw):
-      logp, ent = fn(h, hw)
-      return (w * logp).sum() + (u * ent).sum()
-
-    return jax.value_and_grad(f, argnums=(0, 1))
+  grads = lambda fn: _weighted_value_and_grad(fn, w, u)  # noqa: E731
 
   def chunked(h, hw):
     return chunked_token_logprobs(

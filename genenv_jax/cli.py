@@ -21,6 +21,8 @@ to do. `--verbosity=1` (absl's own flag) asks for the traceback instead.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
 import types
 from typing import Callable, Iterable, Sequence
@@ -161,3 +163,14 @@ def integers(name: str, values: Sequence[str]) -> tuple[int, ...]:
     return tuple(int(v) for v in values if v.strip())
   except ValueError:
     raise ValueError(f"--{name} takes integers separated by commas, got {','.join(values)!r}") from None
+
+
+def config_module(path: str) -> types.ModuleType:
+  """The config file at `path` (a module with get_config(variant)), loaded from its path, as ml_collections'
+  --config flag loads it; FileNotFoundError naming the path when there is none."""
+  spec = importlib.util.spec_from_file_location("genenv_jax_config_file", path)
+  if spec is None or not os.path.isfile(path):
+    raise FileNotFoundError(f"the config file {path!r} does not exist")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module

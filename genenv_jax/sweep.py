@@ -126,17 +126,14 @@ def command(config: str, spec: RunSpec, path: str, overrides: list[str]) -> list
 def check_configs(config: str, specs: list[RunSpec], overrides: list[str]) -> None:
   """Validates every variant's config (genenv_jax.training.config_checks) before any run starts; exits with status 2
   listing the bad values. The --config.* overrides are validated by each run's own start-up, which also exits 2."""
-  import importlib.util
-
   from genenv_jax.training.config_checks import ConfigError, validate
 
   path = split_config(config)[0]
-  spec = importlib.util.spec_from_file_location("sweep_config", path)
-  if spec is None or not os.path.isfile(path):
+  try:
+    module = cli.config_module(path)
+  except FileNotFoundError:
     print(f"sweep: error: the config file {path!r} does not exist", file=sys.stderr)
     sys.exit(2)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
   for variant in sorted({run_variant(config, s.variant) for s in specs}):
     try:
       validate(module.get_config(variant))

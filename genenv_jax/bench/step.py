@@ -32,7 +32,6 @@ Prints a table, then one line `JSON: {...}` with every figure.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import pathlib
@@ -101,12 +100,7 @@ def load_config(config: str, warm_start: float = 1.0, tiny: bool = False):
   if ".py" not in config:
     config = f"{DEFAULT_CONFIG}:{'' if config == 'default' else config}"
   path, _, variant = config.partition(":")
-  if not os.path.isfile(path):
-    raise FileNotFoundError(f"the --config file {path} does not exist")
-  spec = importlib.util.spec_from_file_location("bench_step_config", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = copy.deepcopy(module.get_config(variant))
+  config = copy.deepcopy(cli.config_module(path).get_config(variant))
   w = config.warm_start
   w.agent_steps, w.env_steps = (int(round(n * warm_start)) for n in (w.agent_steps, w.env_steps))
   if tiny:

@@ -102,18 +102,6 @@ def digests(config, agent_steps: int, env_steps: int, steps: int) -> dict:
   return out
 
 
-def _load_config(spec: str):
-  import importlib.util
-
-  path, _, variant = spec.partition(":")
-  module_spec = importlib.util.spec_from_file_location("digest_config", path)
-  if module_spec is None or not os.path.isfile(path):
-    raise ValueError(f"--config {spec!r}: no config file at {path!r}")
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  return module.get_config(variant)
-
-
 def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the flags: on absl's FLAGS when run as a program, on a fresh FlagValues in cli.call (see cli)."""
   global _FLAGS
@@ -138,7 +126,8 @@ def main(argv: Sequence[str]) -> int:
       raise RuntimeError("numerics_digest must run in a process of its own: JAX already started with other XLA_FLAGS")
   os.environ["XLA_FLAGS"] = DIGEST_FLAGS
   os.environ["JAX_PLATFORMS"] = "cpu"
-  config = _load_config(args.config)
+  path, _, variant = args.config.partition(":")
+  config = cli.config_module(path).get_config(variant)
   for assignment in args.set:
     _override(config, assignment)
   out = digests(config, args.agent_steps, args.env_steps, args.steps)

@@ -2,7 +2,7 @@
 logged, and where else it goes (summary.json's step rows, the progress line, the plots and their title).
 
 The co-evolution step emits the metrics (coevolution/step.py, under these tags: the names below); training/log_tags.py
-picks which to write to TensorBoard at which step (by `when`) and describes each tag there (`DESCRIPTIONS`);
+picks which to write to TensorBoard at which step (by `when`), each with its line here (`DESCRIPTIONS`);
 training/loop.py writes summary.json's rows (`summary`) and the progress line (`progress`); reporting/summary_report.py
 and genenv_jax.compare plot the `plot` ones under their title. Every one of those reads this table, and so do
 bench.step and the warm start, so that a tag, a description or a title is written once in the package: the tags the

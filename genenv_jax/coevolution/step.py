@@ -490,6 +490,32 @@ class Coevolution:
     env_pool = pools.insert(env_pool, rows, admitted, step, p_hat=p_hat, keep_seeds=s.pools.keep_seeds)
     return train_pool, env_pool
 
+  def fresh_metrics(
+    self, fresh: TaskBatch, fresh_cur: dict[str, jax.Array], env_out, seeds, picked_fresh, fresh_row
+  ) -> dict[str, jax.Array]:
+    """The figures of the env's fresh tasks as the agent met them (their p̂, band, R_env, validity, difficulty, split
+    by seed source where the env is prompted from D_env too, and the histograms' values), its output's length and
+    token count, and the env's text of the example tasks (`picked_fresh`, `fresh_row`: Coevolution.examples)."""
+    s = self.settings
+    p_hat, valid = fresh_cur["p_hat"], fresh.valid
+    metrics = {
+      mt.P_HAT_MEAN: fresh_cur["p_hat_mean"],
+      mt.R_ENV_MEAN: fresh_cur["r_env_mean"],
+      mt.BAND_FRAC: fresh_cur["band_frac"],
+      mt.INVALID_FRAC: 1.0 - fresh_cur["valid_frac"],
+      mt.P_HAT_0_OR_1_FRAC: grpo.masked_mean(((p_hat == 0) | (p_hat == 1)).astype(jnp.float32), valid),
+      mt.ENV_TOKENS: env_out.mask.sum().astype(jnp.float32),
+      mt.ENV_OUTPUT_LEN: env_out.mask.sum(-1).astype(jnp.float32).mean(),
+      mt.P_HAT: jnp.where(valid, p_hat, -1.0),  # per task, for the histogram; -1 = invalid
+      mt.DIFFICULTY: jnp.where(valid, fresh.difficulty, -1.0),
+      mt.EXAMPLE_ENV_TOKENS: env_out.tokens[jnp.where(picked_fresh, fresh_row, 0)],  # shown for fresh ones only
+    }
+    metrics.update({mt.CURRICULUM + k: v for k, v in _masked_stats(fresh.difficulty, valid, "difficulty").items()})
+    if s.pools.env_seed_mix[0] < 1:  # prompts can come from D_env too; with base seeds only, the split repeats the mean
+      from_base = jnp.repeat(seeds["is_seed"], s.env.samples_per_seed)
+      metrics.update(by_seed_source({mt.P_HAT_MEAN: p_hat, mt.DIFFICULTY_MEAN: fresh.difficulty}, valid, from_base))
+    return metrics
+
   def step(self, state: CoevolutionState) -> tuple[CoevolutionState, dict[str, jax.Array]]:
     s = self.settings
     drawn = self.draw(state)
@@ -529,36 +555,15 @@ class Coevolution:
     env, env_opt = state.env, state.env_opt
     skipped_env = state.skipped_env
     if s.num_fresh:
-      n = s.num_fresh
-      fresh_rewards = split_rows(rewards, n, shards)[0] if s.pools.num_replay else rewards
+      fresh_rewards = split_rows(rewards, s.num_fresh, shards)[0] if s.pools.num_replay else rewards
       fresh_cur = curriculum.curriculum_targets(
         fresh_rewards, fresh.valid, s.env.curriculum, s.domain.success_threshold
       )
-      p_hat, valid = fresh_cur["p_hat"], fresh.valid
-      metrics.update(
-        {
-          mt.P_HAT_MEAN: fresh_cur["p_hat_mean"],
-          mt.R_ENV_MEAN: fresh_cur["r_env_mean"],
-          mt.BAND_FRAC: fresh_cur["band_frac"],
-          mt.INVALID_FRAC: 1.0 - fresh_cur["valid_frac"],
-          mt.P_HAT_0_OR_1_FRAC: grpo.masked_mean(((p_hat == 0) | (p_hat == 1)).astype(jnp.float32), valid),
-          mt.ENV_TOKENS: env_out.mask.sum().astype(jnp.float32),
-          mt.ENV_OUTPUT_LEN: env_out.mask.sum(-1).astype(jnp.float32).mean(),
-          mt.P_HAT: jnp.where(valid, p_hat, -1.0),  # per task, for the histogram; -1 = invalid
-          mt.DIFFICULTY: jnp.where(valid, fresh.difficulty, -1.0),
-          mt.EXAMPLE_ENV_TOKENS: env_out.tokens[jnp.where(picked_fresh, fresh_row, 0)],  # shown for fresh ones only
-        }
-      )
-      metrics.update({mt.CURRICULUM + k: v for k, v in _masked_stats(fresh.difficulty, valid, "difficulty").items()})
-      if (
-        s.pools.env_seed_mix[0] < 1
-      ):  # prompts can come from D_env too; with base seeds only the split repeats the mean
-        from_base = jnp.repeat(seeds["is_seed"], s.env.samples_per_seed)
-        metrics.update(by_seed_source({mt.P_HAT_MEAN: p_hat, mt.DIFFICULTY_MEAN: fresh.difficulty}, valid, from_base))
+      metrics.update(self.fresh_metrics(fresh, fresh_cur, env_out, seeds, picked_fresh, fresh_row))
       if s.env.train:
         dropout = lora_dropout_key(s.env.lora, drawn["k_env"])
         env, env_opt, env_metrics = self.env_update(
-          state.env, state.env_opt, state.env_ref, env_prompts, env_out, fresh_cur, valid, **dropout
+          state.env, state.env_opt, state.env_ref, env_prompts, env_out, fresh_cur, fresh.valid, **dropout
         )
         metrics.update({mt.ENV + ENV_METRIC_NAMES.get(k, k): v for k, v in env_metrics.items()})
         skipped_env = skipped_env + env_metrics["skipped"]

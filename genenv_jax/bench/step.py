@@ -23,11 +23,11 @@ transformers + torch.optim.AdamW + transformers' `generate` on the same weights 
 same shapes (--update_rows x --update_length; --sample_batches x --sample_prompt + --sample_new) and the same thread
 count (--torch_threads), the greedy tokens compared. Each figure as tok/s, GFLOP/s (FLOPs counted: 6·N·D an update,
 2·N·D a forward; N in bench.side_by_side) and its share of this machine's float32 matmul peak, measured in the same
-run (bench.sgemm: numpy sgemm --peak_size³), with the peak resident memory of each side. The torch side runs in a
-process of its own (bench.torch_side), after ours, and so does the peak: one side's memory never counts against the
-other's. With the phases (--phases, the default), torch also does the full agent update's work on the rollouts'
-batch [tasks x G, prompt + answer]: a no-grad reference forward and M fwd+bwd+AdamW steps on the same mini-batches
-(the GRPO loss is -adv x log pi, token mean); ours / torch in tokens/s.
+run (bench.sgemm: numpy sgemm --peak_size³, before and after the rest, the higher kept), with the peak resident
+memory of each side. The torch side runs in a process of its own (bench.torch_side), after ours, and so does the
+peak: one side's memory never counts against the other's. With the phases (--phases, the default), torch also does
+the full agent update's work on the rollouts' batch [tasks x G, prompt + answer]: a no-grad reference forward and M
+fwd+bwd+AdamW steps on the same mini-batches (the GRPO loss is -adv x log pi, token mean); ours / torch in tokens/s.
 
 Usage:  python -m genenv_jax.bench.step [--config=default|smoke|VARIANT|FILE.py[:VARIANT]] [--set=KEY=VALUE ...]
                                         [--repeats=N] [--warm_start=F] [--tiny] [--fast_compile] [--devices=N]
@@ -497,6 +497,8 @@ def main(argv: Sequence[str]) -> None:
   stage("phases")
   theirs = run_torch(run, state, args, threads, mine, agent_batch)
   stage("torch")
+  peaks = [peak, sgemm.measure(args.peak_size, args.repeats, threads)]  # before and after: the load moves
+  stage("peak_after")
 
   result = {
     "config": args.config,
@@ -515,7 +517,7 @@ def main(argv: Sequence[str]) -> None:
     "load_avg_before": list(load_before),
     "load_avg_after": list(os.getloadavg()),
     "peak_rss_bytes": timing.peak_rss_bytes(),
-    "side_by_side": side_by_side.figures(mine, theirs, args.shapes, peak),
+    "side_by_side": side_by_side.figures(mine, theirs, args.shapes, peaks),
   }
   if phases:
     phase_sum = sum(phases[n]["seconds"] for n in PHASES if n in phases)

@@ -21,6 +21,7 @@ to do. `--verbosity=1` (absl's own flag) asks for the traceback instead.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import sys
@@ -174,3 +175,28 @@ def config_module(path: str) -> types.ModuleType:
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
+
+
+def override(config, assignment: str) -> None:
+  """`key.sub=value` on an ml_collections config, as `--config.key.sub=value` would set it: the value is read as a
+  Python literal where it is one (2e-4, (0.25, 0.5, 0.25), True), else kept as text, then cast to the setting's type."""
+  key, sep, text = assignment.partition("=")
+  if not sep:
+    raise ValueError(f"--set {assignment!r}: expected key=value, e.g. --set=agent.optimizer.lr=2e-4")
+  try:
+    value = ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    value = text
+  *path, last = key.split(".")
+  node = config
+  for part in path:
+    if part not in node:
+      raise ValueError(f"--set {assignment!r}: the config has no section {part!r}")
+    node = node[part]
+  if last not in node:
+    raise ValueError(f"--set {assignment!r}: the config has no setting {key!r}")
+  old = node[last]
+  if isinstance(old, (bool, int, float, tuple)) and not isinstance(value, str):
+    value = type(old)(value)
+  with config.unlocked():
+    node[last] = value

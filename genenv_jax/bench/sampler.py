@@ -166,6 +166,37 @@ def rates(prefix: str, tokens: int, ours_s: Sequence[float], hf_s: Sequence[floa
   return out
 
 
+def ours_greedy(model, ids: np.ndarray, mask: np.ndarray | None, steps: int, **options) -> np.ndarray:
+  """`steps` greedy tokens per row from `genenv_jax.generate` (no EOS: exactly `steps`), blocking; `options` go to
+  generate (buckets, kv_cache)."""
+  import jax
+
+  import genenv_jax as gj
+
+  out = gj.generate(
+    model, ids, mask, max_new_tokens=steps, temperature=0.0, eos_ids=(), key=jax.random.key(0), **options
+  )
+  return np.asarray(jax.block_until_ready(out).tokens)
+
+
+def hf_greedy(hf_model, ids: np.ndarray, mask: np.ndarray, steps: int) -> np.ndarray:
+  """`steps` greedy tokens per row from transformers' `generate` (KV cache, no EOS: exactly `steps`)."""
+  import torch
+
+  with torch.inference_mode():
+    out = hf_model.generate(
+      input_ids=torch.as_tensor(ids, dtype=torch.long),
+      attention_mask=torch.as_tensor(mask, dtype=torch.long),
+      max_new_tokens=steps,
+      min_new_tokens=steps,
+      do_sample=False,
+      use_cache=True,
+      eos_token_id=None,
+      pad_token_id=0,
+    )
+  return out[:, ids.shape[1] :].numpy()
+
+
 def agreement(ours: np.ndarray, theirs: np.ndarray) -> dict[str, float]:
   """Fraction of equal token positions, of fully equal rows, and mean common-prefix length over N."""
   equal = ours == theirs
@@ -179,8 +210,6 @@ def agreement(ours: np.ndarray, theirs: np.ndarray) -> dict[str, float]:
 
 def bench_one(name: str, spec: ModelSpec, args: SimpleNamespace) -> list[dict[str, Any]]:
   """Every batch size for one model config; the checkpoint lives in a temp dir for the duration."""
-  import jax
-  import torch
 
   import genenv_jax as gj
 
@@ -197,24 +226,10 @@ def bench_one(name: str, spec: ModelSpec, args: SimpleNamespace) -> list[dict[st
       n = args.new_tokens
 
       def ours(steps: int) -> np.ndarray:
-        out = gj.generate(model, ids, mask, max_new_tokens=steps, temperature=0.0, eos_ids=(), key=jax.random.key(0))
-        return np.asarray(jax.block_until_ready(out).tokens)
-
-      ids_t, mask_t = torch.as_tensor(ids, dtype=torch.long), torch.as_tensor(mask, dtype=torch.long)
+        return ours_greedy(model, ids, mask, steps)
 
       def theirs(steps: int) -> np.ndarray:
-        with torch.inference_mode():
-          out = hf_model.generate(
-            input_ids=ids_t,
-            attention_mask=mask_t,
-            max_new_tokens=steps,
-            min_new_tokens=steps,
-            do_sample=False,
-            use_cache=True,
-            eos_token_id=None,
-            pad_token_id=0,
-          )
-        return out[:, ids.shape[1] :].numpy()
+        return hf_greedy(hf_model, ids, mask, steps)
 
       ours_warm, ours_times, ours_tokens = timed(lambda: ours(n), args.repeats)
       hf_warm, hf_times, hf_tokens = timed(lambda: theirs(n), args.repeats)
@@ -276,7 +291,6 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 def long_budget(name: str, spec: ModelSpec, args: SimpleNamespace) -> list[dict[str, Any]]:
   """Decode at each budget of args.long_budgets with each KV cache kind: one row per (batch, kind)."""
-  import jax
   from flax import nnx
 
   import genenv_jax as gj
@@ -301,8 +315,7 @@ def long_budget(name: str, spec: ModelSpec, args: SimpleNamespace) -> list[dict[
     for kind in args.kv_caches:
 
       def run(steps: int) -> np.ndarray:
-        out = gj.generate(model, ids, max_new_tokens=steps, temperature=0.0, kv_cache=kind, buckets=())
-        return np.asarray(jax.block_until_ready(out).tokens)
+        return ours_greedy(model, ids, None, steps, kv_cache=kind, buckets=())
 
       seconds, previous = {}, (0, 0.0)
       step_ms = {}

@@ -17,15 +17,26 @@ independent work (XLA's CPU runtime may run independent ops concurrently), can m
 tokens/s: sampling phases count generated tokens (the mask, EOS included; `slots` = rows x decode steps run is also
 in the JSON); updates count processed tokens = rows x (prompt + response length) of their batch, counted once.
 
-PyTorch reference: our agent is exported with `save_hf`, loaded with transformers' AutoModelForCausalLM (float32) and
-runs the same token ids [tasks x G, prompt + answer] with a GRPO-like loss (-adv x log pi, token mean), backward,
-global-norm clipping and AdamW. Two comparisons, each ours / torch in tokens/s:
-  like-for-like     one jitted fwd+bwd+AdamW of our model (rl.updates.gradient_step) vs one torch step, same loss
-  agent update      the full agent_update vs torch doing the same work: a no-grad reference forward + M steps
+Side by side with PyTorch (bench.side_by_side): the agent's update (fwd+bwd+AdamW, full fine-tuning, and with LoRA
+where the config turns it on), its reference forward, and greedy sampling's prefill and decode, ours against
+transformers + torch.optim.AdamW + transformers' `generate` on the same weights (ours exported with `save_hf`), the
+same shapes (--update_rows x --update_length; --sample_batches x --sample_prompt + --sample_new) and the same thread
+count (--torch_threads), the greedy tokens compared. Each figure as tok/s, GFLOP/s (FLOPs counted: 6·N·D an update,
+2·N·D a forward; N in bench.side_by_side) and its share of this machine's float32 matmul peak, measured in the same
+run (bench.sgemm: numpy sgemm --peak_size³, before and after the rest, the higher kept), with the peak resident
+memory of each side. The torch side runs in a process of its own (bench.torch_side), after ours, and so does the
+peak: one side's memory never counts against the other's. With the phases (--phases, the default), torch also does
+the full agent update's work on the rollouts' batch [tasks x G, prompt + answer]: a no-grad reference forward and M
+fwd+bwd+AdamW steps on the same mini-batches (the GRPO loss is -adv x log pi, token mean); ours / torch in tokens/s.
 
-Usage:  python -m genenv_jax.bench.step [--config=default|smoke|VARIANT|FILE.py[:VARIANT]] [--repeats=N]
-                                        [--warm_start=F] [--tiny] [--fast_compile] [--devices=N] [--torch_threads=N]
---config is a variant of configs/default.py (default: none), or a config file as genenv_jax.main takes it.
+Usage:  python -m genenv_jax.bench.step [--config=default|smoke|VARIANT|FILE.py[:VARIANT]] [--set=KEY=VALUE ...]
+                                        [--repeats=N] [--warm_start=F] [--tiny] [--fast_compile] [--devices=N]
+                                        [--torch_threads=N] [--nophases] [--update_rows=16] [--update_length=128]
+                                        [--sample_batches=8,32] [--sample_prompt=64] [--sample_new=16]
+                                        [--peak_size=4096]
+--config is a variant of configs/default.py (default: none), or a config file as genenv_jax.main takes it, the
+real-model one included (configs/smollm2.py: SmolLM2-135M from its GGUF file); --set overrides a setting of it
+(`--set=agent.grpo.group_size=8`, repeatable), as `--config.KEY=VALUE` does for genenv_jax.main.
 Prints a table, then one line `JSON: {...}` with every figure.
 """
 
@@ -45,6 +56,9 @@ import numpy as np
 from absl import flags
 
 from genenv_jax import cli
+from genenv_jax.bench import sgemm, side_by_side, timing, torch_side
+from genenv_jax.bench.timing import compile_jitted, compile_timed, figures, interleaved
+from genenv_jax.bench.timing import shardings as _shardings
 from genenv_jax.parallel import cpu_pipeline
 from genenv_jax.reporting import metric_table as mt
 
@@ -84,77 +98,64 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
       "torch_threads", 0, "torch.set_num_threads for the PyTorch reference (0: the CPU core count).", flag_values=fv
     ),
+    flags.DEFINE_multi_string(
+      "set", [], "A config override KEY=VALUE, e.g. agent.grpo.group_size=8 (repeatable).", flag_values=fv
+    ),
+    flags.DEFINE_boolean(
+      "phases",
+      True,
+      "Time the step's phases and the whole step (and the agent update against torch's); --nophases: the "
+      "side-by-side figures alone.",
+      flag_values=fv,
+    ),
+    flags.DEFINE_integer("update_rows", 16, "Rows of the side-by-side update and forward.", flag_values=fv),
+    flags.DEFINE_integer(
+      "update_length", 128, "Tokens per row of the side-by-side update and forward (a 1-token prompt).", flag_values=fv
+    ),
+    flags.DEFINE_list("sample_batches", ["8", "32"], "Batch sizes of the side-by-side sampling.", flag_values=fv),
+    flags.DEFINE_integer("sample_prompt", 64, "Prompt tokens of the side-by-side sampling.", flag_values=fv),
+    flags.DEFINE_integer("sample_new", 16, "New tokens per row of the side-by-side sampling.", flag_values=fv),
+    flags.DEFINE_integer(
+      "peak_size", 4096, "N of the N x N x N float32 matmul that measures the peak (bench.sgemm).", flag_values=fv
+    ),
   )
 
 
 def _args() -> SimpleNamespace:
   """The flags' values, checked (ValueError naming the flag)."""
   args = cli.namespace(_FLAGS)
-  if args.repeats <= 0 or args.warm_start < 0:
-    raise ValueError(f"--repeats must be positive and --warm_start non-negative, got {args.repeats}, {args.warm_start}")
+  if args.repeats <= 0 or args.warm_start < 0 or args.peak_size <= 0:
+    raise ValueError(
+      f"--repeats and --peak_size must be positive and --warm_start non-negative, got {args.repeats}, "
+      f"{args.peak_size}, {args.warm_start}"
+    )
+  args.shapes = side_by_side.Shapes(
+    args.update_rows,
+    args.update_length,
+    cli.integers("sample_batches", args.sample_batches),
+    args.sample_prompt,
+    args.sample_new,
+  )
+  args.shapes.check()
   return args
 
 
-def load_config(config: str, warm_start: float = 1.0, tiny: bool = False):
-  """The config `config` names (see --config), read at run time, then the benchmark's own overrides on a copy: the
-  warm-start steps scaled by `warm_start`, and with `tiny` both models shrunk to TINY_MODEL."""
+def load_config(config: str, warm_start: float = 1.0, tiny: bool = False, overrides: Sequence[str] = ()):
+  """The config `config` names (see --config), read at run time, with the `overrides` (KEY=VALUE, cli.override),
+  then the benchmark's own overrides on a copy: the warm-start steps scaled by `warm_start`, and with `tiny` both
+  models shrunk to TINY_MODEL."""
   if ".py" not in config:
     config = f"{DEFAULT_CONFIG}:{'' if config == 'default' else config}"
   path, _, variant = config.partition(":")
   config = copy.deepcopy(cli.config_module(path).get_config(variant))
+  for assignment in overrides:
+    cli.override(config, assignment)
   w = config.warm_start
   w.agent_steps, w.env_steps = (int(round(n * warm_start)) for n in (w.agent_steps, w.env_steps))
   if tiny:
     for model in (config.agent.model, config.env.model):
       model.update(TINY_MODEL)
   return config
-
-
-# ---- timing ---------------------------------------------------------------------------------------------------------
-
-
-def compile_timed(jitted, args: tuple, options: dict | None = None) -> tuple[Any, float, float]:
-  """(compiled, trace+lower seconds, compile seconds) of `jitted.lower(*args).compile(options)`."""
-  t0 = time.perf_counter()
-  lowered = jitted.lower(*args)
-  t1 = time.perf_counter()
-  compiled = lowered.compile(compiler_options=options or None)
-  return compiled, t1 - t0, time.perf_counter() - t1
-
-
-def _shardings(tree: Any) -> Any:
-  import jax
-
-  return jax.tree.map(lambda x: x.sharding, tree)
-
-
-def figures(times: Sequence[float]) -> dict[str, Any]:
-  return {"seconds": statistics.median(times), "best_s": min(times), "times": list(times)}
-
-
-def compile_jitted(
-  fn: Callable, args: tuple, in_shardings: tuple, options: dict | None = None
-) -> tuple[dict[str, Any], Any, Callable[[], Any]]:
-  """Compiles `fn` with explicit input shardings (timed) and calls it once (the warm-up); returns the compile
-  figures, that call's output and a blocking zero-argument call for the timing pass."""
-  import jax
-
-  compiled, lower_s, compile_s = compile_timed(jax.jit(fn, in_shardings=in_shardings), args, options)
-  call = lambda: jax.block_until_ready(compiled(*args))  # noqa: E731
-  return {"lower_s": lower_s, "compile_s": compile_s}, call(), call
-
-
-def interleaved(calls: dict[str, Callable[[], Any]], repeats: int, warmup: bool = True) -> dict[str, list[float]]:
-  """Times blocking calls round-robin (after a warm-up call each), so load drift on a shared machine hits all alike."""
-  for call in calls.values() if warmup else ():
-    call()
-  times: dict[str, list[float]] = {name: [] for name in calls}
-  for _ in range(repeats):
-    for name, call in calls.items():
-      t0 = time.perf_counter()
-      call()
-      times[name].append(time.perf_counter() - t0)
-  return times
 
 
 # ---- the phases -----------------------------------------------------------------------------------------------------
@@ -293,87 +294,6 @@ def update_batch(x: dict[str, Any]) -> dict[str, np.ndarray]:
   }
 
 
-def compile_gradient_step(
-  run, state, batch: dict[str, np.ndarray], options: dict | None = None
-) -> tuple[dict[str, Any], Callable[[], Any]]:
-  """One jitted fwd+bwd+AdamW (rl.updates.gradient_step) of our agent on the batch: loss = -Σ adv·logπ·m / Σ m."""
-  import jax
-  import jax.numpy as jnp
-  from flax import nnx
-
-  from genenv_jax.rl.logprobs import response_logprobs
-  from genenv_jax.rl.updates import gradient_step
-
-  co = run.coevolution
-
-  def loss_fn(params, b):
-    logp, _ = response_logprobs(
-      nnx.merge(co.agent_graphdef, params), b["prompt_ids"], b["prompt_mask"], b["response"], b["response_mask"]
-    )
-    m = b["response_mask"].astype(jnp.float32)
-    return -(logp * b["adv"][:, None] * m).sum(), m.sum(), {}
-
-  def step(params, opt, b):
-    return gradient_step(loss_fn, co.agent_optimizer, params, opt, b)
-
-  b = jax.tree.map(jnp.asarray, batch)
-  sh = run.state_shardings
-  fig, _, call = compile_jitted(
-    step, (state.agent, state.agent_opt, b), (sh.agent, sh.agent_opt, _shardings(b)), options
-  )
-  return fig, call
-
-
-def torch_reference(
-  model_dir: str, batch: dict[str, np.ndarray], optimizer_cfg, minibatches: int, threads: int
-) -> tuple[dict[str, Any], dict[str, Callable[[], Any]]]:
-  """The same batch and loss with transformers + torch.optim.AdamW: (facts, {"step": one full-batch step,
-  "update": the agent-update work}), each a blocking call."""
-  import torch
-  import transformers
-
-  torch.set_num_threads(threads)
-  load = lambda: transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)  # noqa: E731
-  model, ref = load().train(), load().eval()
-  opt = torch.optim.AdamW(
-    model.parameters(), lr=optimizer_cfg.lr, eps=optimizer_cfg.eps, weight_decay=optimizer_cfg.weight_decay
-  )
-  p = batch["prompt_ids"].shape[1]
-  batch = {k: np.array(v) for k, v in batch.items()}  # writable copies (torch warns on read-only arrays)
-  ids = torch.as_tensor(np.concatenate([batch["prompt_ids"], batch["response"]], 1), dtype=torch.long)
-  mask = torch.as_tensor(np.concatenate([batch["prompt_mask"], batch["response_mask"]], 1), dtype=torch.long)
-  resp = torch.as_tensor(batch["response"], dtype=torch.long)
-  resp_mask = torch.as_tensor(batch["response_mask"], dtype=torch.float32)
-  adv = torch.as_tensor(batch["adv"])
-
-  def logp_of(m, rows):
-    logits = m(input_ids=ids[rows], attention_mask=mask[rows]).logits[:, p - 1 : -1].float()
-    return torch.log_softmax(logits, -1).gather(-1, resp[rows][..., None])[..., 0]
-
-  def one_step(rows):
-    opt.zero_grad(set_to_none=True)
-    m = resp_mask[rows]
-    loss = -(logp_of(model, rows) * adv[rows, None] * m).sum() / m.sum().clamp(min=1.0)
-    loss.backward()
-    if optimizer_cfg.max_grad_norm > 0:
-      torch.nn.utils.clip_grad_norm_(model.parameters(), optimizer_cfg.max_grad_norm)
-    opt.step()
-    return loss
-
-  n = ids.shape[0]
-  chunks = [slice(i * n // minibatches, (i + 1) * n // minibatches) for i in range(minibatches)]
-
-  def update_equivalent():
-    with torch.no_grad():
-      logp_of(ref, slice(None))
-    for c in chunks:
-      loss = one_step(c)
-    return loss
-
-  facts = {"threads": threads, "params": int(sum(t.numel() for t in model.parameters())), "torch": torch.__version__}
-  return facts, {"step": lambda: one_step(slice(None)).item(), "update": lambda: update_equivalent().item()}
-
-
 # ---- the whole step -------------------------------------------------------------------------------------------------
 
 
@@ -426,61 +346,34 @@ def format_table(r: dict[str, Any]) -> str:
   lines.append("-" * len(head))
   lines.append(row("whole jitted step", step))
   c = r["comparison"]
+  o, t = c["ours_update"], c["torch_update"]
   lines += [
     "",
-    f"agent update vs PyTorch (transformers {r['transformers']}, torch {c['torch']}, {c['threads']} "
-    f"threads), the same {c['tokens']} tokens = {c['rows']} rows x {c['length']}, timed round-robin:",
-    f"{'':<38} {'ours ms':>9} {'torch ms':>9} {'ours tok/s':>11} {'torch tok/s':>12} {'ours/torch':>11} {'(best)':>7}",
+    f"agent update vs PyTorch ({c['threads']} threads, a process of its own), the same {c['tokens']} tokens = "
+    f"{c['rows']} rows x {c['length']}: ours {1e3 * o['seconds']:.2f} ms ({o['tok_s']:.0f} tok/s), torch "
+    f"{1e3 * t['seconds']:.2f} ms ({t['tok_s']:.0f} tok/s): ours/torch {c['ratio_update']:.2f}x",
+    "note: our agent_update runs the reference forward for the KL and its mini-batch lax.scan (M optimizer steps; "
+    "GRPO clipped loss + entropy); torch does the same work (a no-grad reference forward + M AdamW steps on the same "
+    "mini-batches, loss -adv x log pi). On a shared CPU torch's intra-op threads slow down sharply when other "
+    "processes hold the cores: rerun with --torch_threads 1 to see.",
   ]
-  for key, label in (
-    ("step", "fwd+bwd+AdamW, 1 step (like-for-like)"),
-    ("update", f"agent_update (ref fwd + {c['optimizer_steps']} steps)"),
-  ):
-    o, t = c[f"ours_{key}"], c[f"torch_{key}"]
-    lines.append(
-      f"{label:<38} {1e3 * o['seconds']:>9.2f} {1e3 * t['seconds']:>9.2f} {o['tok_s']:>11.0f} "
-      f"{t['tok_s']:>12.0f} {c[f'ratio_{key}']:>10.2f}x {c[f'ratio_{key}_best']:>6.2f}x"
-    )
-  lines.append(
-    "note: our agent_update also runs the reference-model forward for the KL and its mini-batch lax.scan "
-    "(M optimizer steps; GRPO clipped loss + entropy); the torch 'agent_update' row does the same work (a "
-    "no-grad reference forward + M AdamW steps on the same mini-batches). The like-for-like row is one "
-    "fwd+bwd+AdamW each (rl.updates.gradient_step vs torch), same loss (-adv x log pi, token mean). On a "
-    "shared CPU torch's intra-op threads slow down sharply when other processes hold the cores: read the "
-    "(best) column beside the median, or rerun with --torch_threads 1."
-  )
   return "\n".join(lines)
 
 
-def compare(
-  ours: dict[str, Callable[[], Any]], theirs: dict[str, Callable[[], Any]], tokens: int, repeats: int
-) -> dict[str, Any]:
-  """Ours vs torch on the same work, round-robin; ratios = our tokens/s over torch's, from medians and from bests."""
-  times = interleaved(
-    {**{f"ours_{k}": v for k, v in ours.items()}, **{f"torch_{k}": v for k, v in theirs.items()}}, repeats
-  )
-  out: dict[str, Any] = {}
-  for name, t in times.items():
-    out[name] = {**figures(t), "tok_s": tokens / statistics.median(t), "best_tok_s": tokens / min(t)}
-  for key in ours:
-    out[f"ratio_{key}"] = out[f"ours_{key}"]["tok_s"] / out[f"torch_{key}"]["tok_s"]
-    out[f"ratio_{key}_best"] = out[f"ours_{key}"]["best_tok_s"] / out[f"torch_{key}"]["best_tok_s"]
-  return out
-
-
 def report(result: dict, args, config, s, devices: int, load_before) -> None:
-  """Prints the benchmark's header, the sampling phases' decode figures, the table and the `JSON: ...` line."""
+  """Prints the benchmark's header, the sampling phases' decode figures, the tables and the `JSON: ...` line."""
   import jax
 
-  phases, stages = result["phases"], result["stage_s"]
   print(
-    f"\nco-evolution step, --config={args.config}{' --tiny' if args.tiny else ''}: "
+    f"\nco-evolution step, --config={args.config}{' --tiny' if args.tiny else ''}"
+    f"{''.join(f' --set={a}' for a in args.set)}: "
     f"{s.num_fresh} fresh + {s.pools.num_replay} replay tasks x G={s.agent.grpo.group_size}, agent answer "
     f"{s.agent.sampling.max_new_tokens} / env output {s.env.sampling.max_new_tokens} tokens, warm start "
     f"{config.warm_start.agent_steps}/{config.warm_start.env_steps} steps; jax {jax.__version__} on "
     f"{devices} {jax.devices()[0].platform} device(s), {os.cpu_count()} cores; median of {args.repeats}; "
     f"load average {load_before[0]:.2f} before, {result['load_avg_after'][0]:.2f} after"
   )
+  phases = result.get("phases", {})
   for name in ("env_sampling", "agent_sampling"):
     if name in phases:
       f = phases[name]
@@ -488,26 +381,98 @@ def report(result: dict, args, config, s, devices: int, load_before) -> None:
         f"{LABELS[name]}: {f['rows']} rows, {f['decode_steps']}/{f['budget']} decode steps run, "
         f"{f['tokens']} tokens generated ({f['slots']} slots)"
       )
-  print(format_table(result))
-  print("benchmark wall time by stage (s): " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()))
+  if phases:
+    print(format_table(result))
+  print(side_by_side.format_table(result["side_by_side"]))
+  print("benchmark wall time by stage (s): " + ", ".join(f"{k} {v:.1f}" for k, v in result["stage_s"].items()))
   print("JSON: " + json.dumps(result))
 
 
+def time_phases(run, state, repeats: int, options: dict | None) -> tuple[dict, dict, dict[str, np.ndarray]]:
+  """The phases and the whole step compiled, then timed round-robin: (phase figures, whole-step figures, the agent
+  update's batch for torch's run of the same work)."""
+  import jax
+
+  with jax.set_mesh(run.mesh):
+    phases, x, calls = compile_phases(run, state, options)
+    step, step_call = compile_whole_step(run, state, options)
+    times = interleaved({**calls, "whole_step": step_call}, repeats, warmup=False)
+  for name, fig in phases.items():
+    fig.update(figures(times[name]), tok_s=fig["tokens"] / statistics.median(times[name]))
+  step.update(figures(times["whole_step"]), tokens=statistics.median(step.pop("generated")[1:]))
+  step["tok_s"] = step["tokens"] / step["seconds"]
+  return phases, step, update_batch(x)
+
+
+def torch_spec(model_dir: str, threads: int, repeats: int, optimizer, jobs: list[dict]) -> dict[str, Any]:
+  """bench.torch_side's spec: AdamW as rl.updates.make_optimizer builds it from the config's optimizer section."""
+  import inspect
+
+  from genenv_jax.rl.updates import make_optimizer
+
+  defaults = inspect.signature(make_optimizer).parameters  # b1, b2: the config has no setting of its own for them
+  o = {k: float(optimizer[k]) for k in ("lr", "eps", "weight_decay", "max_grad_norm")}
+  o.update(b1=defaults["b1"].default, b2=defaults["b2"].default)
+  return {"model_dir": model_dir, "threads": threads, "repeats": repeats, "optimizer": o, "jobs": jobs}
+
+
+def run_torch(run, state, args, threads: int, mine: dict, agent_batch: dict | None) -> dict[str, Any]:
+  """Exports our agent (adapters merged) with save_hf and runs the torch side (bench.torch_side) on its jobs: the
+  side-by-side ones, and with `agent_batch` the agent update's work on the rollouts' batch."""
+  from flax import nnx
+
+  from genenv_jax.models import lora
+  from genenv_jax.models.hf import save_hf
+
+  co = run.coevolution
+  with tempfile.TemporaryDirectory(prefix="bench_step_torch_") as tmp:
+    save_hf(lora.merged(nnx.merge(co.agent_graphdef, state.agent)), f"{tmp}/model")
+    jobs = side_by_side.torch_jobs(args.shapes, mine["vocab"], tmp, mine["batch"])
+    if agent_batch is not None:
+      np.savez(f"{tmp}/agent_update.npz", **agent_batch)
+      grpo = co.settings.agent.grpo
+      jobs.append(
+        {
+          "name": "agent_update",
+          "kind": "update",
+          "batch": f"{tmp}/agent_update.npz",
+          "minibatches": grpo.minibatches,
+          "reference": grpo.kl_coef > 0,
+        }
+      )
+    spec = torch_spec(f"{tmp}/model", threads, args.repeats, co.settings.agent.optimizer.__dict__, jobs)
+    return torch_side.run(spec, tmp)
+
+
+def comparison(phases: dict, theirs: dict) -> dict[str, Any]:
+  """The agent update against torch doing the same work (torch_side's agent_update job), in tokens/s."""
+  au = phases["agent_update"]
+  torch_update = {**figures(theirs["jobs"]["agent_update"]["times"])}
+  torch_update["tok_s"] = au["tokens"] / torch_update["seconds"]
+  return {
+    "threads": theirs["threads"],
+    "torch": theirs["torch"],
+    "rows": au["rows"],
+    "length": au["length"],
+    "tokens": au["tokens"],
+    "optimizer_steps": au["optimizer_steps"],
+    "ours_update": {k: au[k] for k in ("seconds", "best_s", "times", "tok_s")},
+    "torch_update": torch_update,
+    "ratio_update": au["tok_s"] / torch_update["tok_s"],
+  }
+
+
 def main(argv: Sequence[str]) -> None:
-  """Runs the benchmark; prints the table and a final `JSON: ...` line with every figure."""
+  """Runs the benchmark; prints the tables and a final `JSON: ...` line with every figure."""
   cli.no_arguments(argv)
   args = _args()
   import jax
-  import transformers
-  from flax import nnx
 
   from genenv_jax.coevolution.build import build
-  from genenv_jax.models.hf import save_hf
   from genenv_jax.training.loop import warm_start
 
-  transformers.utils.logging.disable_progress_bar()
   threads = args.torch_threads or os.cpu_count() or 1
-  config = load_config(args.config, args.warm_start, args.tiny)
+  config = load_config(args.config, args.warm_start, args.tiny, args.set)
   options = cpu_pipeline.CHEAPEST if args.fast_compile else None  # faster to compile, slower code: smoke tests only
   load_before = os.getloadavg()
 
@@ -519,50 +484,26 @@ def main(argv: Sequence[str]) -> None:
     stages[name] = now - clock[0]
     clock[0] = now
 
+  peak = sgemm.measure(args.peak_size, args.repeats, threads)
+  stage("peak")
   run, state = build(config, devices=jax.devices()[: args.devices] if args.devices else None)
   stage("build")
   warm = run.coevolution.settings.warm_start
   if warm.agent_steps or warm.env_steps:
     state = warm_start(run, state, run.coevolution.settings.seed, log=lambda msg: print(msg, flush=True))
   stage("warm_start")
-  co = run.coevolution
-  with jax.set_mesh(run.mesh):
-    phases, x, calls = compile_phases(run, state, options)
-    step, step_call = compile_whole_step(run, state, options)
-    stage("compile")
-    times = interleaved({**calls, "whole_step": step_call}, args.repeats, warmup=False)
-    for name, fig in phases.items():
-      fig.update(figures(times[name]), tok_s=fig["tokens"] / statistics.median(times[name]))
-    step.update(figures(times["whole_step"]), tokens=statistics.median(step.pop("generated")[1:]))
-    step["tok_s"] = step["tokens"] / step["seconds"]
-    stage("timing")
-    batch = update_batch(x)
-    ours_step, ours_step_call = compile_gradient_step(run, state, batch, options)
-  au = phases["agent_update"]
-  with tempfile.TemporaryDirectory(prefix="bench_step_hf_") as tmp:
-    save_hf(nnx.merge(co.agent_graphdef, state.agent), tmp)
-    facts, torch_calls = torch_reference(
-      tmp, batch, config.agent.optimizer, co.settings.agent.grpo.minibatches, threads
-    )
-    with jax.set_mesh(run.mesh):
-      comparison = compare(
-        {"step": ours_step_call, "update": calls["agent_update"]}, torch_calls, au["tokens"], args.repeats
-      )
-  comparison.update(
-    facts,
-    rows=au["rows"],
-    length=au["length"],
-    tokens=au["tokens"],
-    optimizer_steps=au["optimizer_steps"],
-    ours_step_compile_s=ours_step["lower_s"] + ours_step["compile_s"],
-    ours_gradient_step_alone=ours_step,
-  )
-  del calls, step_call, ours_step_call, torch_calls
-  stage("torch_comparison")
+  mine = side_by_side.ours(run, state, args.shapes, args.repeats, options)
+  stage("side_by_side")
+  phases, step, agent_batch = time_phases(run, state, args.repeats, options) if args.phases else ({}, {}, None)
+  stage("phases")
+  theirs = run_torch(run, state, args, threads, mine, agent_batch)
+  stage("torch")
+  peaks = [peak, sgemm.measure(args.peak_size, args.repeats, threads)]  # before and after: the load moves
+  stage("peak_after")
 
-  phase_sum = sum(phases[n]["seconds"] for n in PHASES if n in phases)
   result = {
     "config": args.config,
+    "set": list(args.set),
     "tiny": args.tiny,
     "fast_compile": args.fast_compile,
     "repeats": args.repeats,
@@ -574,16 +515,21 @@ def main(argv: Sequence[str]) -> None:
     "devices": run.mesh.size,
     "mesh": dict(run.mesh.shape),
     "cpu_cores": os.cpu_count(),
-    "transformers": transformers.__version__,
     "load_avg_before": list(load_before),
     "load_avg_after": list(os.getloadavg()),
-    "phases": phases,
-    "phase_sum_s": phase_sum,
-    "other_s": step["seconds"] - phase_sum,
-    "step": step,
-    "comparison": comparison,
+    "peak_rss_bytes": timing.peak_rss_bytes(),
+    "side_by_side": side_by_side.figures(mine, theirs, args.shapes, peaks),
   }
-  report(result, args, config, co.settings, run.mesh.size, load_before)
+  if phases:
+    phase_sum = sum(phases[n]["seconds"] for n in PHASES if n in phases)
+    result.update(
+      phases=phases,
+      phase_sum_s=phase_sum,
+      other_s=step["seconds"] - phase_sum,
+      step=step,
+      comparison=comparison(phases, theirs),
+    )
+  report(result, args, config, run.coevolution.settings, run.mesh.size, load_before)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ references, both optimizers, the pools, the PRNG key) with its shape and dtype, 
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -55,31 +54,6 @@ def state_digest(state) -> str:
     h.update(f"{a.shape}{a.dtype}".encode())
     h.update(np.ascontiguousarray(a).tobytes())
   return h.hexdigest()
-
-
-def _override(config, assignment: str) -> None:
-  """`key.sub=value` on an ml_collections config, as `--config.key.sub=value` would set it: the value is read as a
-  Python literal where it is one (2e-4, (0.25, 0.5, 0.25), True), else kept as text, then cast to the setting's type."""
-  key, sep, text = assignment.partition("=")
-  if not sep:
-    raise ValueError(f"--set {assignment!r}: expected key=value, e.g. --set=agent.optimizer.lr=2e-4")
-  try:
-    value = ast.literal_eval(text)
-  except (ValueError, SyntaxError):
-    value = text
-  *path, last = key.split(".")
-  node = config
-  for part in path:
-    if part not in node:
-      raise ValueError(f"--set {assignment!r}: the config has no section {part!r}")
-    node = node[part]
-  if last not in node:
-    raise ValueError(f"--set {assignment!r}: the config has no setting {key!r}")
-  old = node[last]
-  if isinstance(old, (bool, int, float, tuple)) and not isinstance(value, str):
-    value = type(old)(value)
-  with config.unlocked():
-    node[last] = value
 
 
 def digests(config, agent_steps: int, env_steps: int, steps: int) -> dict:
@@ -129,7 +103,7 @@ def main(argv: Sequence[str]) -> int:
   path, _, variant = args.config.partition(":")
   config = cli.config_module(path).get_config(variant)
   for assignment in args.set:
-    _override(config, assignment)
+    cli.override(config, assignment)
   out = digests(config, args.agent_steps, args.env_steps, args.steps)
   out["flags"] = DIGEST_FLAGS
   print(json.dumps(out))

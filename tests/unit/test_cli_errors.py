@@ -9,7 +9,7 @@ from absl import flags
 from conftest import PROJECT_ROOT
 
 from genenv_jax import cli, compare, evaluate, export, main, plan, sweep
-from genenv_jax.bench import attention, compile_depth, device, sampler, step
+from genenv_jax.bench import attention, compile_depth, device, sampler, sgemm, step, torch_side
 from genenv_jax.data import __main__ as data_cli
 
 
@@ -95,7 +95,8 @@ def test_help_describes_every_flag(module):
     assert "".join(flag.help.split()) in listed, (name, flag.help)
 
 
-COMMANDS = [evaluate, export, data_cli, attention, compile_depth, device, sampler, step]  # those cli.call runs
+# those cli.call runs
+COMMANDS = [evaluate, export, data_cli, attention, compile_depth, device, sampler, sgemm, step, torch_side]
 EVERY_COMMAND = [main, plan, sweep, compare, *COMMANDS]
 
 

@@ -46,6 +46,7 @@ from absl import flags
 
 from genenv_jax import cli
 from genenv_jax.parallel import cpu_pipeline
+from genenv_jax.reporting import metric_table as mt
 
 TINY_MODEL = dict(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
 PHASES = ("env_sampling", "agent_sampling", "verification", "agent_update", "env_update")
@@ -389,7 +390,7 @@ def compile_whole_step(run, state, options: dict | None = None) -> tuple[dict[st
 
   def call():
     holder[0], metrics = jax.block_until_ready(compiled(holder[0]))
-    fig["generated"].append(float(metrics["agent/tokens"]) + float(metrics.get("env/tokens", 0.0)))
+    fig["generated"].append(float(metrics[mt.AGENT_TOKENS]) + float(metrics.get(mt.ENV_TOKENS, 0.0)))
 
   call()
   return fig, call

@@ -12,10 +12,11 @@ a setting.
 
 Each section is a frozen dataclass named for its config section (config.env.curriculum -> EnvSettings.curriculum), its
 fields named as the config's keys, each declared once with its default, its test and what it allows (`setting`;
-the machinery is coevolution/setting_fields.py). A
-section checks its own fields, and the constraints between them, in `__post_init__`; choice fields take their options
-from the code that dispatches on them (rl.grpo's estimators, rl.curriculum's objectives, models.attention's
-implementations, the benchmark registry's domains, ...) or declare them here (MODES, ENV_POOL_ADMITS), so the lists
+the machinery is coevolution/setting_fields.py). A section checks its own fields, and the constraints between them,
+in `__post_init__`; choice fields take their options from the code that dispatches on them (models.attention's
+implementations, the benchmark registry's domains, ...), from genenv_jax.choices (the RL maths's estimators,
+aggregations, env objectives and KL-cap modes, which rl.grpo and rl.curriculum dispatch on: declared below both, so
+that importing the settings loads no rl or step module), or declare them here (MODES, ENV_POOL_ADMITS), so the lists
 cannot drift. The tree is hashable: it is static in the jitted step, as the sampler's own `SamplingParams` (which
 carries the sampling section, checks itself, and travels as is from the config to the sampler and the log-probs).
 
@@ -38,6 +39,19 @@ from typing import Any, Literal, Mapping, get_args
 import ml_collections
 
 from genenv_jax.benchmarks.registry import ARITHMETIC_ANSWERS, DOMAINS
+from genenv_jax.choices import (
+  ADVANTAGE_ESTIMATORS,
+  ENV_OBJECTIVES,
+  KL_CAP_MODES,
+  KL_ESTIMATORS,
+  LOSS_AGGREGATIONS,
+  PG,
+  AdvantageEstimator,
+  EnvObjective,
+  KlCapMode,
+  KlEstimator,
+  LossAggregation,
+)
 from genenv_jax.coevolution.setting_fields import (
   MIX,
   Section,
@@ -63,8 +77,6 @@ from genenv_jax.models.attention import IMPLEMENTATIONS
 from genenv_jax.models.config import DTYPES, REMAT_POLICIES, ModelConfig
 from genenv_jax.models.lora import TARGETS as LORA_TARGETS
 from genenv_jax.models.lora import LoraSpec
-from genenv_jax.rl.curriculum import ENV_OBJECTIVES, KL_CAP_MODES, PG
-from genenv_jax.rl.grpo import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS
 from genenv_jax.sampling.sampler import SamplingParams
 from genenv_jax.tasks.arithmetic.domain import VERIFIERS, ArithmeticDomain
 
@@ -101,13 +113,13 @@ class GrpoSettings(Section):
   the demo departs from them and why)."""
 
   group_size: int = setting(8, count(2), "an integer >= 2 (GRPO compares rollouts within a group)")
-  advantage: str = setting("grpo", *choice(ADVANTAGE_ESTIMATORS))
+  advantage: AdvantageEstimator = setting("grpo", *choice(ADVANTAGE_ESTIMATORS))
   clip_low: float = setting(0.2, lambda v: is_real(v) and 0 <= v < 1, "a number in [0, 1)")
   clip_high: float = setting(0.2, non_negative, "a number >= 0")
   kl_coef: float = setting(0.001, non_negative, "a number >= 0")
-  kl_estimator: str = setting("k3", *choice(KL_ESTIMATORS))
+  kl_estimator: KlEstimator = setting("k3", *choice(KL_ESTIMATORS))
   entropy_coef: float = setting(0.0, is_real, "a finite number")
-  loss_agg: str = setting("token-mean", *choice(LOSS_AGGREGATIONS))
+  loss_agg: LossAggregation = setting("token-mean", *choice(LOSS_AGGREGATIONS))
   minibatches: int = setting(1, count(1), "an integer >= 1")
 
 
@@ -329,7 +341,7 @@ class EnvSettings(Section):
 
   model: ModelSettings = section(ModelSettings)
   train: bool = setting(True, boolean, "true or false (false: GenEnv-Random, the env samples but never learns)")
-  objective: str = setting(ENV_OBJECTIVES[0], *choice(ENV_OBJECTIVES))
+  objective: EnvObjective = setting(ENV_OBJECTIVES[0], *choice(ENV_OBJECTIVES))
   sampling: SamplingParams = sampling_field(max_new_tokens=16)
   logprob_chunk: int = setting(512, count(1), "an integer >= 1")
   num_seeds: int = setting(8, count(1), "an integer >= 1 (env prompts per step)")
@@ -337,7 +349,7 @@ class EnvSettings(Section):
   curriculum: CurriculumSettings = section(CurriculumSettings)
   kl_coef: float = setting(0.001, non_negative, "a number >= 0")
   max_kl: float = setting(0.05, positive, "a number > 0")
-  kl_cap_mode: str = setting("scale", *choice(KL_CAP_MODES))
+  kl_cap_mode: KlCapMode = setting("scale", *choice(KL_CAP_MODES))
   optimizer: OptimizerSettings = section(OptimizerSettings, lr=5e-7)
   lora: LoraSettings = section(LoraSettings)
 

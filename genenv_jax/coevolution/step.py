@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
+from genenv_jax.choices import PG, RWR
 from genenv_jax.coevolution.settings import BAND, Settings
 from genenv_jax.models import lora
 from genenv_jax.parallel.sharding import (
@@ -35,6 +36,7 @@ from genenv_jax.parallel.sharding import (
   split_rows,
 )
 from genenv_jax.parallel.target import target_platform
+from genenv_jax.reporting import metric_table as mt
 from genenv_jax.rl import curriculum, grpo, pools
 from genenv_jax.rl.logprobs import response_logprobs
 from genenv_jax.rl.updates import gradient_step, minibatch_updates
@@ -108,11 +110,11 @@ def by_seed_source(values: dict[str, jax.Array], valid: jax.Array, from_base: ja
   Mean p̂ averages both kinds of prompt, in the proportions of `pools.env_seed_mix`; apart, they show when one kind
   pulls it out of the band (docs/EXPERIMENTS.md, "What the default shows")."""
   out = {}
-  for source, mask in (("base", valid & from_base), ("generated", valid & ~from_base)):
+  for source, mask in zip(mt.SEED_SOURCES, (valid & from_base, valid & ~from_base)):
     m = mask.astype(jnp.float32)
     n = m.sum()
     for name, x in values.items():
-      out[f"{name}_from_{source}_seeds"] = jnp.where(n > 0, (x * m).sum() / jnp.maximum(n, 1.0), jnp.nan)
+      out[mt.from_seeds(name, source)] = jnp.where(n > 0, (x * m).sum() / jnp.maximum(n, 1.0), jnp.nan)
   return out
 
 
@@ -357,7 +359,7 @@ class Coevolution:
     """RWR (or GRPO on R_env) on the env's own task tokens, KL-penalised to the initial env, KL-capped per update.
     With LoRA adapters (models.lora) only they train, and the initial env is the base with the adapters off."""
     s = self.settings
-    if s.env.objective == curriculum.PG:
+    if s.env.objective == PG:
       env_mask = env_out.mask  # parse failures stay in their group with R_env = 0 (negative advantage)
     else:
       env_mask = env_out.mask * cur["keep"][:, None].astype(jnp.int32)  # RWR trains on the kept tasks only
@@ -391,7 +393,7 @@ class Coevolution:
 
     def loss_fn(params, b):
       logp = logp_of(lora.combine(params, frozen), b, dropout_key)
-      if s.env.objective == curriculum.RWR:
+      if s.env.objective == RWR:
         return curriculum.rwr_env_loss(
           logp, b["mask"], b["weights"], b["logp_ref"], kl_coef=s.env.kl_coef, kl_estimator=s.agent.grpo.kl_estimator
         )
@@ -466,14 +468,14 @@ class Coevolution:
     else:
       picked_fresh, fresh_row = pick < s.num_fresh, jnp.minimum(pick, max(s.num_fresh - 1, 0))
     examples = {
-      "examples/prompt_ids": tasks.prompt_ids[pick],
-      "examples/spec": tasks.spec[pick],
-      "examples/difficulty": tasks.difficulty[pick],
-      "examples/valid": tasks.valid[pick],
-      "examples/p_hat": p_hat[pick],
-      "examples/response": agent_out.tokens[pick * s.agent.grpo.group_size],
-      "examples/reward": rewards[pick, 0],
-      "examples/fresh": picked_fresh,
+      mt.EXAMPLE_PROMPT_IDS: tasks.prompt_ids[pick],
+      mt.EXAMPLE_SPEC: tasks.spec[pick],
+      mt.EXAMPLE_DIFFICULTY: tasks.difficulty[pick],
+      mt.EXAMPLE_VALID: tasks.valid[pick],
+      mt.EXAMPLE_P_HAT: p_hat[pick],
+      mt.EXAMPLE_RESPONSE: agent_out.tokens[pick * s.agent.grpo.group_size],
+      mt.EXAMPLE_REWARD: rewards[pick, 0],
+      mt.EXAMPLE_FRESH: picked_fresh,
     }
     return examples, picked_fresh, fresh_row
 
@@ -487,6 +489,32 @@ class Coevolution:
     admitted = fresh_cur["keep"] if s.pools.env_admits == BAND else valid
     env_pool = pools.insert(env_pool, rows, admitted, step, p_hat=p_hat, keep_seeds=s.pools.keep_seeds)
     return train_pool, env_pool
+
+  def fresh_metrics(
+    self, fresh: TaskBatch, fresh_cur: dict[str, jax.Array], env_out, seeds, picked_fresh, fresh_row
+  ) -> dict[str, jax.Array]:
+    """The figures of the env's fresh tasks as the agent met them (their p̂, band, R_env, validity, difficulty, split
+    by seed source where the env is prompted from D_env too, and the histograms' values), its output's length and
+    token count, and the env's text of the example tasks (`picked_fresh`, `fresh_row`: Coevolution.examples)."""
+    s = self.settings
+    p_hat, valid = fresh_cur["p_hat"], fresh.valid
+    metrics = {
+      mt.P_HAT_MEAN: fresh_cur["p_hat_mean"],
+      mt.R_ENV_MEAN: fresh_cur["r_env_mean"],
+      mt.BAND_FRAC: fresh_cur["band_frac"],
+      mt.INVALID_FRAC: 1.0 - fresh_cur["valid_frac"],
+      mt.P_HAT_0_OR_1_FRAC: grpo.masked_mean(((p_hat == 0) | (p_hat == 1)).astype(jnp.float32), valid),
+      mt.ENV_TOKENS: env_out.mask.sum().astype(jnp.float32),
+      mt.ENV_OUTPUT_LEN: env_out.mask.sum(-1).astype(jnp.float32).mean(),
+      mt.P_HAT: jnp.where(valid, p_hat, -1.0),  # per task, for the histogram; -1 = invalid
+      mt.DIFFICULTY: jnp.where(valid, fresh.difficulty, -1.0),
+      mt.EXAMPLE_ENV_TOKENS: env_out.tokens[jnp.where(picked_fresh, fresh_row, 0)],  # shown for fresh ones only
+    }
+    metrics.update({mt.CURRICULUM + k: v for k, v in _masked_stats(fresh.difficulty, valid, "difficulty").items()})
+    if s.pools.env_seed_mix[0] < 1:  # prompts can come from D_env too; with base seeds only, the split repeats the mean
+      from_base = jnp.repeat(seeds["is_seed"], s.env.samples_per_seed)
+      metrics.update(by_seed_source({mt.P_HAT_MEAN: p_hat, mt.DIFFICULTY_MEAN: fresh.difficulty}, valid, from_base))
+    return metrics
 
   def step(self, state: CoevolutionState) -> tuple[CoevolutionState, dict[str, jax.Array]]:
     s = self.settings
@@ -511,14 +539,14 @@ class Coevolution:
     agent, agent_opt, agent_metrics = self.agent_update(
       state.agent, state.agent_opt, state.agent_ref, grouped, agent_out, rewards, tasks.valid, **dropout
     )
-    metrics.update({f"agent/{AGENT_METRIC_NAMES.get(k, k)}": v for k, v in agent_metrics.items()})
+    metrics.update({mt.AGENT + AGENT_METRIC_NAMES.get(k, k): v for k, v in agent_metrics.items()})
     valid_f = tasks.valid.astype(jnp.float32)
     metrics.update(
       {
-        "agent/reward_mean": (rewards.mean(-1) * valid_f).sum() / jnp.maximum(valid_f.sum(), 1.0),
-        "agent/accuracy": cur["p_hat_mean"],
-        "agent/response_len": agent_out.mask.sum(-1).astype(jnp.float32).mean(),
-        "agent/tokens": agent_out.mask.sum().astype(jnp.float32),
+        mt.REWARD_MEAN: (rewards.mean(-1) * valid_f).sum() / jnp.maximum(valid_f.sum(), 1.0),
+        mt.AGENT_ACCURACY: cur["p_hat_mean"],
+        mt.RESPONSE_LEN: agent_out.mask.sum(-1).astype(jnp.float32).mean(),
+        mt.AGENT_TOKENS: agent_out.mask.sum().astype(jnp.float32),
       }
     )
     examples, picked_fresh, fresh_row = self.examples(tasks, cur["p_hat"], agent_out, rewards, shards)
@@ -527,39 +555,17 @@ class Coevolution:
     env, env_opt = state.env, state.env_opt
     skipped_env = state.skipped_env
     if s.num_fresh:
-      n = s.num_fresh
-      fresh_rewards = split_rows(rewards, n, shards)[0] if s.pools.num_replay else rewards
+      fresh_rewards = split_rows(rewards, s.num_fresh, shards)[0] if s.pools.num_replay else rewards
       fresh_cur = curriculum.curriculum_targets(
         fresh_rewards, fresh.valid, s.env.curriculum, s.domain.success_threshold
       )
-      p_hat, valid = fresh_cur["p_hat"], fresh.valid
-      metrics.update(
-        {
-          "curriculum/p_hat_mean": fresh_cur["p_hat_mean"],
-          "curriculum/r_env_mean": fresh_cur["r_env_mean"],
-          "curriculum/band_frac": fresh_cur["band_frac"],
-          "curriculum/invalid_frac": 1.0 - fresh_cur["valid_frac"],
-          "curriculum/p_hat_0_or_1_frac": grpo.masked_mean(((p_hat == 0) | (p_hat == 1)).astype(jnp.float32), valid),
-          "env/tokens": env_out.mask.sum().astype(jnp.float32),
-          "env/output_len": env_out.mask.sum(-1).astype(jnp.float32).mean(),
-          "curriculum/p_hat": jnp.where(valid, p_hat, -1.0),  # per task, for the histogram; -1 = invalid
-          "curriculum/difficulty": jnp.where(valid, fresh.difficulty, -1.0),
-          "examples/env_tokens": env_out.tokens[jnp.where(picked_fresh, fresh_row, 0)],  # shown for fresh ones only
-        }
-      )
-      metrics.update({f"curriculum/{k}": v for k, v in _masked_stats(fresh.difficulty, valid, "difficulty").items()})
-      if (
-        s.pools.env_seed_mix[0] < 1
-      ):  # prompts can come from D_env too; with base seeds only the split repeats the mean
-        from_base = jnp.repeat(seeds["is_seed"], s.env.samples_per_seed)
-        by_source = by_seed_source({"p_hat_mean": p_hat, "difficulty_mean": fresh.difficulty}, valid, from_base)
-        metrics.update({f"curriculum/{k}": v for k, v in by_source.items()})
+      metrics.update(self.fresh_metrics(fresh, fresh_cur, env_out, seeds, picked_fresh, fresh_row))
       if s.env.train:
         dropout = lora_dropout_key(s.env.lora, drawn["k_env"])
         env, env_opt, env_metrics = self.env_update(
-          state.env, state.env_opt, state.env_ref, env_prompts, env_out, fresh_cur, valid, **dropout
+          state.env, state.env_opt, state.env_ref, env_prompts, env_out, fresh_cur, fresh.valid, **dropout
         )
-        metrics.update({f"env/{ENV_METRIC_NAMES.get(k, k)}": v for k, v in env_metrics.items()})
+        metrics.update({mt.ENV + ENV_METRIC_NAMES.get(k, k): v for k, v in env_metrics.items()})
         skipped_env = skipped_env + env_metrics["skipped"]
       train_pool, env_pool = self.admit_fresh(train_pool, env_pool, fresh, env_out, fresh_cur, state.step)
     if s.pools.num_replay:
@@ -567,12 +573,12 @@ class Coevolution:
       train_pool = pools.update_stats(
         train_pool, replay_idx, replay_p_hat, state.step, mask=replay_rows["valid"], order_ids=replay_rows["order"]
       )
-      metrics["curriculum/replay_p_hat_mean"] = grpo.masked_mean(replay_p_hat, replay_rows["valid"])
-      metrics["curriculum/replay_difficulty_mean"] = grpo.masked_mean(replay_rows["difficulty"], replay_rows["valid"])
-    metrics.update({f"pool/train_{k}": v for k, v in pools.pool_stats(train_pool, state.step).items()})
-    metrics.update({f"pool/env_{k}": v for k, v in pools.pool_stats(env_pool, state.step).items()})
-    metrics["agent/skipped_updates"] = state.skipped_agent + agent_metrics["skipped"]  # over the run so far
-    metrics["env/skipped_updates"] = skipped_env
+      metrics[mt.REPLAY_P_HAT_MEAN] = grpo.masked_mean(replay_p_hat, replay_rows["valid"])
+      metrics[mt.REPLAY_DIFFICULTY_MEAN] = grpo.masked_mean(replay_rows["difficulty"], replay_rows["valid"])
+    for name, pool in (("train", train_pool), ("env", env_pool)):
+      metrics.update({mt.pool_tag(name, k): v for k, v in pools.pool_stats(pool, state.step).items()})
+    metrics[mt.AGENT_SKIPPED_UPDATES] = state.skipped_agent + agent_metrics["skipped"]  # over the run so far
+    metrics[mt.ENV_SKIPPED_UPDATES] = skipped_env
 
     new_state = state.replace(
       agent=agent,

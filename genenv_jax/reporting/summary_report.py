@@ -160,11 +160,11 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
       "holds": inside(end) and late_frac >= stay_frac - 1e-9,
     }
     late_steps = steps[len(steps) // 2 :]
-    for source in ("base_seeds", "generated_seeds"):
-      key = f"{mt.P_HAT_MEAN}_from_{source}"
+    for source in mt.SEED_SOURCES:
+      key = mt.from_seeds(mt.P_HAT_MEAN, source)
       values = [r[key] for r in late_steps if key in r]
       if values:
-        out["a_p_hat_into_band"][f"late_mean_from_{source}"] = sum(values) / len(values)
+        out["a_p_hat_into_band"][mt.from_seeds("late_mean", source)] = sum(values) / len(values)
   kept = window_gain([r[mt.BAND_FRAC] for r in steps if mt.BAND_FRAC in r])
   if kept is not None:
     enough = kept["window"] >= 2

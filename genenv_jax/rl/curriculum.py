@@ -15,15 +15,15 @@ from typing import Protocol
 import jax
 import jax.numpy as jnp
 
+from genenv_jax.choices import CAP_SCALE, CAP_SKIP, CAP_SQRT, KL_CAP_MODES, KlCapMode
 from genenv_jax.rl import grpo
 
 Array = jax.Array
 
 
-# The env's objectives (EnvSettings.objective; the step dispatches on them): rwr, reward-weighted regression on
-# exp(λ R_env) (`rwr_weights` here, rl.grpo's weighted log-likelihood: GenEnv's); pg, GRPO on R_env, K samples per seed.
-ENV_OBJECTIVES = ("rwr", "pg")
-RWR, PG = ENV_OBJECTIVES
+# The env's objectives (EnvSettings.objective, declared in genenv_jax.choices; the step dispatches on them): rwr,
+# reward-weighted regression on exp(λ R_env) (`rwr_weights`, `rwr_env_loss` here: GenEnv's); pg, GRPO on R_env, K
+# samples per seed (`pg_env_loss`).
 
 
 class Curriculum(Protocol):
@@ -141,10 +141,7 @@ def curriculum_targets(
 # -------------------------------------------------------------------------------------------------- KL cap
 
 
-KL_CAP_MODES = ("skip", "scale", "sqrt")
-
-
-def kl_cap_scale(kl: Array, max_kl: float, mode: str) -> Array:
+def kl_cap_scale(kl: Array, max_kl: float, mode: KlCapMode) -> Array:
   """Scale s ∈ [0, 1] for an update whose measured KL is `kl` (GenEnv paper, Section 3: cap on each update's KL).
 
   mode "skip":  s = 0 if kl > max_kl else 1.
@@ -158,11 +155,11 @@ def kl_cap_scale(kl: Array, max_kl: float, mode: str) -> Array:
   kl = jnp.asarray(kl, jnp.float32)
   over = kl > max_kl
   ratio = max_kl / jnp.where(over, kl, 1.0)
-  if mode == "skip":
+  if mode == CAP_SKIP:
     return jnp.where(over, 0.0, 1.0)
-  if mode == "scale":
+  if mode == CAP_SCALE:
     return jnp.where(over, ratio, 1.0)
-  if mode == "sqrt":
+  if mode == CAP_SQRT:
     return jnp.where(over, jnp.sqrt(ratio), 1.0)
   raise ValueError(f"unknown kl cap mode {mode!r}; expected one of {', '.join(KL_CAP_MODES)}")
 

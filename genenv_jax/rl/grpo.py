@@ -23,6 +23,9 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from genenv_jax import choices
+from genenv_jax.choices import AdvantageEstimator, KlEstimator, LossAggregation
+
 Array = jax.Array
 
 # A group whose reward std is at or below this is treated as "all rewards equal": its advantage is exactly 0.
@@ -127,16 +130,19 @@ def drgrpo_advantages(
   return a.reshape(rewards.shape)
 
 
-ADVANTAGE_ESTIMATORS: dict[str, Callable[..., Array]] = {
-  "grpo": grpo_advantages,
-  "rloo": rloo_advantages,
-  "drgrpo": drgrpo_advantages,
-  "mean": drgrpo_advantages,
-}
+# each choice's implementation (genenv_jax.choices declares the options)
+ADVANTAGE_ESTIMATORS: dict[str, Callable[..., Array]] = choices.dispatch(
+  choices.ADVANTAGE_ESTIMATORS,
+  {"grpo": grpo_advantages, "rloo": rloo_advantages, "drgrpo": drgrpo_advantages, "mean": drgrpo_advantages},
+)
 
 
 def compute_advantages(
-  rewards: Array, valid: Array | None = None, group_size: int | None = None, method: str = "grpo", eps: float = 1e-6
+  rewards: Array,
+  valid: Array | None = None,
+  group_size: int | None = None,
+  method: AdvantageEstimator = "grpo",
+  eps: float = 1e-6,
 ) -> tuple[Array, dict[str, Array]]:
   """Advantages by registry name ("grpo" | "rloo" | "drgrpo"/"mean") plus metrics {zero_std_frac, reward_mean}."""
   adv = ADVANTAGE_ESTIMATORS[method](rewards, valid, group_size, eps)
@@ -230,10 +236,12 @@ def kl_k3(logp: Array, logp_ref: Array, safe_exp_max: float = 20.0) -> Array:
   return safe_exp(r, safe_exp_max) - r - 1.0
 
 
-KL_ESTIMATORS: dict[str, Callable[..., Array]] = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
+KL_ESTIMATORS: dict[str, Callable[..., Array]] = choices.dispatch(
+  choices.KL_ESTIMATORS, {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
+)
 
 
-def kl_penalty(logp: Array, logp_ref: Array, estimator: str = "k3", safe_exp_max: float = 20.0) -> Array:
+def kl_penalty(logp: Array, logp_ref: Array, estimator: KlEstimator = "k3", safe_exp_max: float = 20.0) -> Array:
   """Per-token KL(π ‖ π_ref) estimate by registry name ("k1" | "k2" | "k3"); see each estimator's docstring."""
   return KL_ESTIMATORS[estimator](logp, logp_ref, safe_exp_max)
 
@@ -297,16 +305,19 @@ def agg_seq_mean_token_sum_norm(per_token: Array, mask: Array, max_len: float | 
   return (per_token * m).sum(), jnp.asarray(rows * scale, jnp.float32)
 
 
-LOSS_AGGREGATIONS: dict[str, Callable[..., tuple[Array, Array]]] = {
-  "token-mean": agg_token_mean,
-  "seq-mean-token-mean": agg_seq_mean_token_mean,
-  "seq-mean-token-sum-norm": agg_seq_mean_token_sum_norm,
-  "seq-mean-token-scale": agg_seq_mean_token_sum_norm,
-}
+LOSS_AGGREGATIONS: dict[str, Callable[..., tuple[Array, Array]]] = choices.dispatch(
+  choices.LOSS_AGGREGATIONS,
+  {
+    "token-mean": agg_token_mean,
+    "seq-mean-token-mean": agg_seq_mean_token_mean,
+    "seq-mean-token-sum-norm": agg_seq_mean_token_sum_norm,
+    "seq-mean-token-scale": agg_seq_mean_token_sum_norm,
+  },
+)
 
 
 def aggregate_loss(
-  per_token: Array, mask: Array, mode: str = "token-mean", max_len: float | None = None
+  per_token: Array, mask: Array, mode: LossAggregation = "token-mean", max_len: float | None = None
 ) -> tuple[Array, Array]:
   """(sum, denominator) of a per-token loss [B, L] under mask [B, L] by registry mode; loss = sum / denominator."""
   return LOSS_AGGREGATIONS[mode](per_token, mask, max_len)

@@ -39,9 +39,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from genenv_jax.choices import RWR
 from genenv_jax.coevolution.settings import Settings
 from genenv_jax.reporting import metric_table as mt
-from genenv_jax.rl.curriculum import RWR
 
 # Which of the step's metrics are logged when (step_scalars): reporting.metric_table's `when`, where each is declared.
 ALWAYS = mt.tags("always")
@@ -49,18 +49,7 @@ OFF_POLICY = mt.tags("off_policy")  # only with several mini-batches
 FRESH_TASKS = mt.tags("fresh_tasks")  # the env's tasks of this step; needs at least one valid task
 ENV_WRITES = mt.tags("env_writes")  # whenever the env wrote tasks
 ENV_UPDATE = mt.tags("env_update")  # only at steps with an env update
-POOL_STATS = {  # per pool; a mean p̂ only once some task in the pool has been measured
-  "train": (
-    "size",
-    "frac_seed",
-    "frac_evaluated",
-    "mean_staleness",
-    "mean_times_sampled",
-    "mean_p_hat",
-    "mean_difficulty",
-  ),
-  "env": ("size", "frac_seed", "mean_staleness", "mean_times_sampled", "mean_p_hat", "mean_difficulty"),
-}
+POOL_STATS = mt.POOL_STATS  # per pool; a mean p̂ only once some task in the pool has been measured
 COUNTERS = mt.tags("counter")  # once non-zero
 HISTOGRAMS = mt.tags("histogram")  # per valid fresh task (invalid ones are -1)
 BAND_LOW, BAND_HIGH = mt.tags("band")
@@ -68,36 +57,9 @@ BAND_LOW, BAND_HIGH = mt.tags("band")
 # the curriculum chart: mean p̂ over the α band, shaded (TensorBoard's custom-scalars margin chart)
 P_HAT_CHART = {"value": mt.P_HAT_MEAN, "lower": BAND_LOW, "upper": BAND_HIGH}
 
-_POOLS = {"train": "D_train (tasks the agent trains on)", "env": "D_env (tasks the env is prompted with)"}
-_POOL_STAT_DESCRIPTIONS = {
-  "size": "number of tasks in {pool}",
-  "frac_seed": "share of {pool} that are base seed tasks (the rest were generated)",
-  "frac_evaluated": "share of {pool} whose p̂ has been measured at least once",
-  "mean_staleness": "mean age of {pool}'s tasks, in steps since they joined it",
-  "mean_times_sampled": "mean number of times {pool}'s tasks have been drawn",
-  "mean_p_hat": "mean last-measured p̂ of {pool}'s measured tasks",
-  "mean_difficulty": "mean difficulty of {pool}'s tasks",
-}
-_PHASES = {
-  "wall": "wall time",
-  "step": "time in the jitted step (dispatch, run) and summary rows",
-  "eval": "time in held-out evaluation",
-  "checkpoint": "time writing checkpoints and summary.json",
-  "log": "time writing TensorBoard",
-}
-
-# One line per tag, shown in TensorBoard (the summary metadata's description); a test checks every tag has one. The
-# step's and the loop's tags are described where they are declared (reporting.metric_table); the pool and timing tags,
-# one family each, here.
-DESCRIPTIONS = {
-  **{m.tag: m.description for m in mt.METRICS},
-  **{
-    f"pool/{pool}_{stat}": _POOL_STAT_DESCRIPTIONS[stat].format(pool=name)
-    for pool, name in _POOLS.items()
-    for stat in POOL_STATS[pool]
-  },
-  **{f"perf/{phase}_s": f"{what}, s per step since the last logged step" for phase, what in _PHASES.items()},
-}
+# One line per tag, shown in TensorBoard (the summary metadata's description); a test checks every tag has one. Each
+# tag is described where it is declared (reporting.metric_table), the pool and timing families included.
+DESCRIPTIONS = mt.DESCRIPTIONS
 
 
 def description(tag: str) -> str | None:
@@ -112,7 +74,7 @@ def env_updated(metrics: Mapping[str, Any], settings: Settings) -> bool:
   if not (settings.num_fresh and settings.env.train) or mt.ENV_GRAD_NORM not in metrics:
     return False
   if settings.env.objective == RWR:
-    return float(metrics.get("env/num_kept", 0.0)) > 0
+    return float(metrics.get(mt.ENV_NUM_KEPT, 0.0)) > 0
   return float(metrics.get(mt.INVALID_FRAC, 1.0)) < 1.0
 
 
@@ -139,8 +101,8 @@ def step_scalars(metrics: Mapping[str, Any], settings: Settings) -> dict[str, fl
   if env_updated(metrics, settings):
     out.update(pick(ENV_UPDATE))
   for pool in ("train", "env") if settings.num_fresh else ("train",):
-    measured = float(metrics.get(f"pool/{pool}_frac_evaluated", 0.0)) > 0  # a mean p̂ needs a measured task
-    out.update(pick(tuple(f"pool/{pool}_{stat}" for stat in POOL_STATS[pool] if measured or stat != "mean_p_hat")))
+    measured = float(metrics.get(mt.pool_tag(pool, "frac_evaluated"), 0.0)) > 0  # a mean p̂ needs a measured task
+    out.update(pick(tuple(mt.pool_tag(pool, stat) for stat in POOL_STATS[pool] if measured or stat != "mean_p_hat")))
   out.update({name: value for name, value in pick(COUNTERS).items() if value > 0})
   return {k: v for k, v in out.items() if math.isfinite(v)}
 
@@ -171,15 +133,15 @@ def examples_table(
   """The step's example tasks (spread over p̂ from the lowest to the highest: `step.examples_across_p_hat`) as table
   rows: task, env text ("(replayed)" for a task drawn from D_train), gold answer, difficulty, p̂, the first rollout,
   its reward, and whether it counts as a success (✓ / ✗); invalid env output is shown as such."""
-  if "examples/prompt_ids" not in metrics:
+  if mt.EXAMPLE_PROMPT_IDS not in metrics:
     return None
   gold = getattr(domain, "gold_answer", None)
-  env_tokens = metrics.get("examples/env_tokens")
-  fresh = metrics.get("examples/fresh")
+  env_tokens = metrics.get(mt.EXAMPLE_ENV_TOKENS)
+  fresh = metrics.get(mt.EXAMPLE_FRESH)
   rows = [["task (agent prompt)", "env wrote", "gold", "difficulty", "p̂", "agent's first rollout", "reward", "success"]]
-  for i in range(len(metrics["examples/prompt_ids"])):
-    valid = bool(metrics["examples/valid"][i])
-    reward = float(metrics["examples/reward"][i])
+  for i in range(len(metrics[mt.EXAMPLE_PROMPT_IDS])):
+    valid = bool(metrics[mt.EXAMPLE_VALID][i])
+    reward = float(metrics[mt.EXAMPLE_REWARD][i])
     written = env_tokens is not None and i < len(env_tokens) and (fresh is None or bool(fresh[i]))
     env_text = tokenizer.decode(env_tokens[i]) if written else "(replayed)"
     if not valid:
@@ -187,12 +149,12 @@ def examples_table(
       continue
     rows.append(
       [
-        repr(tokenizer.decode(metrics["examples/prompt_ids"][i])),
+        repr(tokenizer.decode(metrics[mt.EXAMPLE_PROMPT_IDS][i])),
         repr(env_text),
-        repr(gold(metrics["examples/spec"][i])) if gold is not None else "",
-        f"{float(metrics['examples/difficulty'][i]):g}",
-        f"{float(metrics['examples/p_hat'][i]):.2f}",
-        repr(tokenizer.decode(metrics["examples/response"][i])),
+        repr(gold(metrics[mt.EXAMPLE_SPEC][i])) if gold is not None else "",
+        f"{float(metrics[mt.EXAMPLE_DIFFICULTY][i]):g}",
+        f"{float(metrics[mt.EXAMPLE_P_HAT][i]):.2f}",
+        repr(tokenizer.decode(metrics[mt.EXAMPLE_RESPONSE][i])),
         f"{reward:.2f}",
         "✓" if reward >= success_threshold else "✗",
       ]
@@ -242,11 +204,11 @@ def log_perf(writer: Any, run: Any, step: int, metrics: Mapping[str, Any], secon
   """Where the time of the steps since the last logged one went, per step (`loop.PhaseTimes.per_step`: `step`,
   `eval`, `checkpoint`, `log`, adding up to `wall`), written once they are all done; tokens/s of the step's sampling
   (this step's tokens over the mean step time); peak memory."""
-  scalars = {f"perf/{name}_s": s for name, s in seconds.items()}
+  scalars = {mt.phase_tag(name): s for name, s in seconds.items()}
   if seconds.get("step", 0) > 0:
-    scalars[mt.AGENT_TOKENS_PER_S] = float(metrics["agent/tokens"]) / seconds["step"]
+    scalars[mt.AGENT_TOKENS_PER_S] = float(metrics[mt.AGENT_TOKENS]) / seconds["step"]
     if run.coevolution.settings.num_fresh:
-      scalars[mt.ENV_TOKENS_PER_S] = float(metrics["env/tokens"]) / seconds["step"]
+      scalars[mt.ENV_TOKENS_PER_S] = float(metrics[mt.ENV_TOKENS]) / seconds["step"]
   scalars[mt.HOST_PEAK_MEMORY] = host_peak_memory_gib()
   device_peak = device_peak_memory_gib()
   if device_peak is not None:

@@ -117,7 +117,7 @@ def _sft_reporter(name: str, total: int, log, writer: MetricsWriter | None) -> C
     if (i + 1) % max(total // 4, 1) == 0 or i + 1 == total:
       log(f"warm start {name}: {i + 1}/{total} loss {loss:.3f}")
     if writer is not None and ((i + 1) % max(total // 100, 1) == 0 or i + 1 == total):
-      writer.scalars(i + 1, {f"warm_start/{name}_loss": loss})
+      writer.scalars(i + 1, {mt.WARM_START_LOSS[name]: loss})
 
   return line
 

@@ -9,6 +9,7 @@ PACKAGE = pathlib.Path(genenv_jax.__file__).parent
 
 # Lowest first: a room may import only rooms listed before it (and itself).
 ORDER = [
+  "choices",
   "parallel",
   "models",
   "data",

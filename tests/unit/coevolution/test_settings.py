@@ -60,13 +60,17 @@ def test_every_key_of_every_shipped_config_is_declared_in_the_tree():
     assert set(flat(config.to_dict())) - declared <= domain_own
 
 
-def test_importing_the_settings_loads_no_step():
+def test_importing_the_settings_loads_no_step_or_rl_module():
+  """The settings are the lower layer: the choices they share with the rl maths live in genenv_jax.choices, below
+  both, so a fresh process that imports them has loaded no genenv_jax.rl module and no step."""
   import subprocess
   import sys
 
-  code = "import sys, genenv_jax.coevolution.settings; print(sorted(m for m in sys.modules if 'step' in m))"
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-  assert out.strip() == "[]"
+  code = "import sys, genenv_jax.coevolution.settings; print('\\n'.join(sorted(sys.modules)))"
+  loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+  assert "genenv_jax.coevolution.settings" in loaded and "genenv_jax.choices" in loaded
+  banned = ("genenv_jax.rl", "genenv_jax.coevolution.step")
+  assert [m for m in loaded if m in banned or m.startswith("genenv_jax.rl.") or "step" in m] == []
 
 
 def test_every_bad_value_is_listed_at_once_with_its_key():

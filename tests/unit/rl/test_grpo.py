@@ -3,12 +3,14 @@
 import functools
 import inspect
 import math
+from typing import get_args
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from genenv_jax import choices
 from genenv_jax.rl import grpo
 
 LN2 = math.log(2.0)
@@ -356,3 +358,12 @@ def test_official_defaults():
   loss = inspect.signature(grpo.grpo_loss).parameters
   keys = ("clip_low", "clip_high", "kl_coef", "kl_estimator", "loss_agg_mode")
   assert tuple(loss[k].default for k in keys) == official[1:]
+
+
+def test_the_dispatch_tables_hold_the_declared_choices():
+  """rl.grpo's tables are keyed on genenv_jax.choices, which the settings offer (importing them loads no rl module)."""
+  assert tuple(grpo.ADVANTAGE_ESTIMATORS) == choices.ADVANTAGE_ESTIMATORS == get_args(choices.AdvantageEstimator)
+  assert tuple(grpo.KL_ESTIMATORS) == choices.KL_ESTIMATORS
+  assert tuple(grpo.LOSS_AGGREGATIONS) == choices.LOSS_AGGREGATIONS
+  with pytest.raises(ValueError, match="not the declared choices"):
+    choices.dispatch(("k1", "k2"), {"k1": grpo.kl_k1})

@@ -218,8 +218,13 @@ def warm_start(
         save_and_stop(name, done, opt_state)
     if reuse is not None and start_phase is not None:
       warm_start_reuse.save(*reuse, models, {k: v for k, v in (about or {}).items() if k != "reused_from"})
+  return _warm_started(run, state, models["agent"], models["env"])
+
+
+def _warm_started(run: Run, state: CoevolutionState, agent, env) -> CoevolutionState:
+  """`state` with the warm-started models, which become the references (LoRA: folded into a new base, which is)."""
+  co = run.coevolution
   copy = jax.jit(lambda t: jax.tree.map(jnp.copy, t))
-  agent, env = models["agent"], models["env"]
   if lora.has_adapters(agent) or lora.has_adapters(env):  # the warm-started model is the new base (models.lora.fold)
     fold = lambda graphdef: jax.jit(lambda t: nnx.state(lora.fold(nnx.merge(graphdef, t))))  # noqa: E731
     agent, env = (fold(co.agent_graphdef)(agent), fold(co.env_graphdef)(env))

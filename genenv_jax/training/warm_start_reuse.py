@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import jax
 import ml_collections
 
-import genenv_jax
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]  # genenv_jax/
 
 # Config keys (dotted) that the warm start does not read: the run's schedule and checkpoints, what the step does after
 # the warm start (env.train, the pools), and the mode, of which only "is the env warmed" (not plain GRPO) matters.
@@ -55,7 +55,7 @@ def _drop(tree: dict[str, Any], dotted: str) -> None:
 
 def source_digest(package_dir: pathlib.Path | None = None) -> str:
   """sha256 over the relative path and bytes of every .py file of the package (sorted): the code's identity."""
-  root = pathlib.Path(package_dir or pathlib.Path(genenv_jax.__file__).parent)
+  root = pathlib.Path(package_dir or PACKAGE_DIR)
   h = hashlib.sha256()
   for path in sorted(root.rglob("*.py")):
     h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")

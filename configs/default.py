@@ -9,12 +9,12 @@ Variants (`--config=configs/default.py:VARIANT`, composable left to right with '
   random    GenEnv-Random: the env samples tasks but is never trained (env.train=False), and it writes from the seed
             tasks only (pools.env_seed_mix = (1, 0, 0)): no α signal reaches it.
   pooled    GenEnv with three quarters of the env's prompts drawn from D_env, the tasks that passed the α band
-            (pools.env_seed_mix = (0.25, 0.5, 0.25): base seeds, older D_env tasks, the latest step's): the default
-            before 2026-12-05: "the default" of docs/EXPERIMENTS.md's sections after "Training the env, or
-            prompting it from D_env".
+            (pools.env_seed_mix = (0.25, 0.5, 0.25): base seeds, older D_env tasks, the latest step's): the previous
+            default: "the default" of docs/EXPERIMENTS.md's sections after "Training the env, or prompting it
+            from D_env".
   random_pooled  the env never trained, prompted as `pooled`'s is (or as the variant before it, where that one
             already draws from D_env: `reads_p_hat+random_pooled`): the α signal reaches this env through its prompts
-            (the `random` of sessions before 2026-12-04).
+            (the `random` of docs/EXPERIMENTS.md's older sections).
   static    static augmentation: the env generates once after warm start, then only replay.
   grpo      plain GRPO on the seed tasks, no env.
   pg        the env trained with GRPO on R_env instead of RWR: K = 4 samples per seed, as many env tasks per step

@@ -22,7 +22,7 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the command-line flags on `flag_values` (a test lists them on a fresh FlagValues). Called on absl's FLAGS
   only when this module runs as a program, so that importing it next to another program's module with flags of the
   same name (tests, tools) never collides in absl's global registry."""
-  global _CONFIG, _WORKDIR, _COMPILE_CACHE
+  global _CONFIG, _WORKDIR, _COMPILE_CACHE, _WARM_START_REUSE
   _CONFIG = config_flags.DEFINE_config_file(
     "config",
     None,
@@ -41,6 +41,14 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     "",
     "Directory of JAX's persistent compilation cache, so that a restart does not compile the step again (default: "
     "$JAX_COMPILATION_CACHE_DIR where set, else WORKDIR/compile_cache; 'off' disables it).",
+    flag_values=flag_values,
+  )
+  _WARM_START_REUSE = flags.DEFINE_string(
+    "warm_start_reuse",
+    "",
+    "Directory of warm starts shared between runs (a sweep's variants of one seed): the run reads back the one kept "
+    "under its fingerprint instead of computing it, else keeps its own there (genenv_jax.training.warm_start_reuse). "
+    "Empty: off.",
     flag_values=flag_values,
   )
   flags.mark_flags_as_required(["config", "workdir"], flag_values=flag_values)
@@ -76,7 +84,12 @@ def main(argv) -> None:
     compile_cache.enable(compile_cache.directory_for(_COMPILE_CACHE.value, workdir))
   # Missing data (DataMissingError names the dataset, the file and the fetch command) and other user errors are
   # reported by cli.run as one `error:` line with exit status 2.
-  summary = train(config, workdir, log=lambda msg: print(msg, flush=True) if sharding.is_main_process() else None)
+  summary = train(
+    config,
+    workdir,
+    log=lambda msg: print(msg, flush=True) if sharding.is_main_process() else None,
+    warm_start_reuse_dir=os.path.expanduser(_WARM_START_REUSE.value) or None,
+  )
   if sharding.is_main_process():
     print(format_summary(summary), flush=True)
     print(

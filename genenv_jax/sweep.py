@@ -111,13 +111,22 @@ def run_variant(config: str, variant: str) -> str:
 
 
 def command(config: str, spec: RunSpec, path: str, overrides: list[str]) -> list[str]:
-  """The `genenv_jax.main` command line of one run."""
+  """The `genenv_jax.main` command line of one run (in `path` = DIR/runs/NAME). The runs share DIR/warm_starts, so
+  that the variants of one seed that warm up alike compute it once (training.warm_start_reuse), and one compilation
+  cache, DIR/compile_cache (unless $JAX_COMPILATION_CACHE_DIR names the machine's own), so that each program compiles
+  once per sweep."""
+  shared = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+  cache = (
+    [] if os.environ.get("JAX_COMPILATION_CACHE_DIR") else [f"--compile_cache={os.path.join(shared, 'compile_cache')}"]
+  )
   return [
     sys.executable,
     "-m",
     "genenv_jax.main",
     f"--config={split_config(config)[0]}:{run_variant(config, spec.variant)}",
     f"--workdir={path}",
+    f"--warm_start_reuse={os.path.join(shared, 'warm_starts')}",
+    *cache,
     f"--config.seed={spec.seed}",
     *overrides,
   ]

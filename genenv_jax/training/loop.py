@@ -49,7 +49,7 @@ from genenv_jax.parallel import sharding as shd
 from genenv_jax.reporting import metric_table as mt
 from genenv_jax.reporting.summary_report import parse_summary, phenomena
 from genenv_jax.rl.updates import last_learning_rate
-from genenv_jax.training import log_tags
+from genenv_jax.training import log_tags, warm_start_reuse
 from genenv_jax.training.checkpointing import JAX_SERVICE, Checkpointer, PreemptionGuard, ResumeError
 from genenv_jax.training.config_checks import validate as validate_config
 from genenv_jax.training.metrics import MetricsWriter, ProgressLine, is_remote_path
@@ -131,6 +131,7 @@ def warm_start(
   progress: Checkpointer | None = None,
   about: dict | None = None,
   writer: MetricsWriter | None = None,
+  reuse: warm_start_reuse.Entry | None = None,
 ) -> CoevolutionState:
   """SFT both models on the seeds, as the run's settings ask (`run.coevolution.settings.warm_start`; the env only
   where the mode samples it); the warm-started models become the references (the "initial" env of the KL). The
@@ -141,6 +142,10 @@ def warm_start(
   Preempted; called again with the same `progress`, the warm start continues from there, and ends bit-identical to
   an uninterrupted one. `about` (JSON) is saved with the progress and restored into the same dict. With `writer`,
   each phase's SFT loss goes to TensorBoard as warm_start/agent_loss and warm_start/env_loss (x = its SFT step).
+
+  With `reuse` (training.warm_start_reuse), a fresh warm start first looks for the one kept under the run's fingerprint
+  and reads it back instead of computing it (`about` gets the kept run's values, and about["reused_from"] names the
+  entry); one it computes to the end is kept there for the next run.
   """
   co = run.coevolution
   s = co.settings
@@ -173,6 +178,12 @@ def warm_start(
       if about is not None:
         about.update(meta.get("about", {}))
       log(f"resuming the warm start: {start_phase} phase, {meta['done']} of {steps[start_phase]} steps done")
+    elif reuse is not None and (kept := warm_start_reuse.load(*reuse, models)) is not None:
+      models, kept_about = kept
+      if about is not None:
+        about.update(kept_about, reused_from=warm_start_reuse.entry_dir(*reuse))
+      log(f"warm start read back from {warm_start_reuse.entry_dir(*reuse)} (a run with the same fingerprint kept it)")
+      start_phase = None
 
     def save_and_stop(phase: str, done: int, opt_state) -> None:
       number = done + (w.agent_steps if phase == "env" else 0)
@@ -186,7 +197,7 @@ def warm_start(
       raise Preempted(f"preemption signal during the warm start: saved its progress ({phase} phase, step {done})")
 
     order = [name for name, *_ in phases]
-    for name, graphdef, steps, phase_seed in phases[order.index(start_phase) :]:
+    for name, graphdef, steps, phase_seed in phases[order.index(start_phase) :] if start_phase else []:
       if name != start_phase and stop is not None and progress is not None and stop():
         save_and_stop(name, 0, None)
       models[name], _, (done, opt_state) = supervised_warm_start(
@@ -205,8 +216,15 @@ def warm_start(
       )
       if done < steps:
         save_and_stop(name, done, opt_state)
+    if reuse is not None and start_phase is not None:
+      warm_start_reuse.save(*reuse, models, {k: v for k, v in (about or {}).items() if k != "reused_from"})
+  return _warm_started(run, state, models["agent"], models["env"])
+
+
+def _warm_started(run: Run, state: CoevolutionState, agent, env) -> CoevolutionState:
+  """`state` with the warm-started models, which become the references (LoRA: folded into a new base, which is)."""
+  co = run.coevolution
   copy = jax.jit(lambda t: jax.tree.map(jnp.copy, t))
-  agent, env = models["agent"], models["env"]
   if lora.has_adapters(agent) or lora.has_adapters(env):  # the warm-started model is the new base (models.lora.fold)
     fold = lambda graphdef: jax.jit(lambda t: nnx.state(lora.fold(nnx.merge(graphdef, t))))  # noqa: E731
     agent, env = (fold(co.agent_graphdef)(agent), fold(co.env_graphdef)(env))
@@ -405,8 +423,12 @@ def check_writable(workdir: str) -> None:
     ) from None
 
 
-def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[str, Any]:
-  """Runs (or resumes) a co-evolution run to config.total_steps; returns the summary dict.
+def train(
+  config: ml_collections.ConfigDict, workdir: str, log=print, warm_start_reuse_dir: str | None = None
+) -> dict[str, Any]:
+  """Runs (or resumes) a co-evolution run to config.total_steps; returns the summary dict. With
+  `warm_start_reuse_dir`, the warm start is read from that directory where a run with the same fingerprint kept one,
+  and kept there otherwise (training.warm_start_reuse; summary.json's warm_start.reused_from says which).
 
   Before anything is built: the config is validated (config_checks.ConfigError), the workdir must be writable
   (PermissionError), and a resumed run's config must match the saved one (ResumeError; see RESUMABLE_CHANGES).
@@ -419,6 +441,10 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
   log = log if shd.is_main_process() else (lambda *_: None)  # console output from process 0 only
   workdir = str(workdir)
   check_writable(workdir)
+  reuse = None
+  if warm_start_reuse_dir:
+    warm_start_reuse.check_usable(warm_start_reuse_dir)
+    reuse = warm_start_reuse.Entry(warm_start_reuse_dir, warm_start_reuse.fingerprint(config, s.mode != GRPO))
   checkpointer = Checkpointer(
     workdir_path(workdir, "checkpoints"), save_every=s.checkpoint_every, max_to_keep=s.max_checkpoints
   )
@@ -451,7 +477,9 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
       # increase); a SIGTERM in their warm start is acted on at the first step
       stop = guard.should_stop if guard.mode != JAX_SERVICE else None
       try:
-        state = warm_start(run, state, s.seed, log, stop=stop, progress=progress, about=about, writer=writer)
+        state = warm_start(
+          run, state, s.seed, log, stop=stop, progress=progress, about=about, writer=writer, reuse=reuse
+        )
       except Preempted as e:
         log(f"{e}; rerun the same command to resume")
         summary.data["preempted"] = "warm start"
@@ -465,6 +493,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, log=print) -> dict[st
       summary.data["warm_start"] = {
         "seconds": time.time() - t0,
         "heldout_accuracy_before": about.get("heldout_accuracy_before"),
+        **({"reused_from": about["reused_from"]} if "reused_from" in about else {}),
       }
     progress.close()
     summary.data.pop("preempted", None)

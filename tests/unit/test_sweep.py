@@ -12,7 +12,7 @@ from genenv_jax import sweep
 ROOT = str(PROJECT_ROOT)
 
 
-def test_plan_and_bad_inputs():
+def test_plan_and_bad_inputs(monkeypatch):
   specs = sweep.plan(["coevolve", "smoke+random"], ["0", "2"])
   assert [s.name for s in specs] == ["coevolve_s0", "coevolve_s2", "smoke+random_s0", "smoke+random_s2"]
   with pytest.raises(ValueError, match="integers"):
@@ -24,15 +24,22 @@ def test_plan_and_bad_inputs():
   with pytest.raises(ValueError, match="--jobs"):
     sweep.sweep("configs/default.py", specs, "/nonexistent", jobs=0)
   assert sweep.format_eta(3725.4) == "1:02:05"
-  cmd = sweep.command("configs/default.py", specs[2], "/w/r", ["--config.total_steps=3"])
-  assert cmd[1:] == [
+  monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+  cmd = sweep.command("configs/default.py", specs[2], "/w/runs/r", ["--config.total_steps=3"])
+  assert cmd[1:] == [  # the runs share the sweep's warm starts and compilation cache
     "-m",
     "genenv_jax.main",
     "--config=configs/default.py:smoke+random",
-    "--workdir=/w/r",
+    "--workdir=/w/runs/r",
+    "--warm_start_reuse=/w/warm_starts",
+    "--compile_cache=/w/compile_cache",
     "--config.seed=0",
     "--config.total_steps=3",
   ]
+  monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/machine/cache")  # the machine's own cache wins
+  assert not any(
+    a.startswith("--compile_cache") for a in sweep.command("configs/default.py", specs[2], "/w/runs/r", [])
+  )
 
 
 def test_a_base_variant_in_config_prefixes_every_run_and_keeps_the_names():

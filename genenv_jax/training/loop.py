@@ -217,7 +217,7 @@ def warm_start(
       if done < steps:
         save_and_stop(name, done, opt_state)
     if reuse is not None and start_phase is not None:
-      warm_start_reuse.save(*reuse, models, {k: v for k, v in (about or {}).items() if k != "reused_from"})
+      warm_start_reuse.save(*reuse, models, about or {})  # computed here, so `about` names no entry
   return _warm_started(run, state, models["agent"], models["env"])
 
 

@@ -205,8 +205,9 @@ def program(model: str, layers: int, rows_: int, length: int, what: str, chunk: 
   from genenv_jax.rl.updates import gradient_step
 
   if model not in KNOWN_MODELS:
-    raise ValueError(f"--model={model!r} is not a planning.architectures.KNOWN_MODELS name; choose one of "
-                     f"{sorted(KNOWN_MODELS)}")
+    raise ValueError(
+      f"--model={model!r} is not a planning.architectures.KNOWN_MODELS name; choose one of {sorted(KNOWN_MODELS)}"
+    )
   fields = {f for f in ModelConfig.__dataclass_fields__}
   shape = {k: v for k, v in KNOWN_MODELS[model].items() if k in fields}
   config = ModelConfig(**{**shape, "num_layers": layers or shape["num_layers"]})
@@ -235,7 +236,9 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer("chunk", 512, "Response positions per LM-head chunk (rl.logprobs).", flag_values=fv),
     flags.DEFINE_integer("calls", 2, "Profiled calls (after one warm-up).", flag_values=fv),
     flags.DEFINE_integer("top", 40, "Rows printed.", flag_values=fv),
-    flags.DEFINE_string("trace_dir", "", "Where the trace goes (default: a fresh temporary directory).", flag_values=fv),
+    flags.DEFINE_string(
+      "trace_dir", "", "Where the trace goes (default: a fresh temporary directory).", flag_values=fv
+    ),
   )
 
 
@@ -253,8 +256,10 @@ def main(argv: Sequence[str]) -> None:
   compiled, call_args = program(args.model, args.layers, args.rows, args.length, args.what, args.chunk)
   trace_dir = args.trace_dir or tempfile.mkdtemp(prefix="thunk_profile_")
   table, wall_ms = profile(compiled, call_args, args.calls, trace_dir)
-  print(f"{args.what} of {args.model} at {args.layers or 'all'} layers, {args.rows} x {args.length} tokens; "
-        f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; trace in {trace_dir}")
+  print(
+    f"{args.what} of {args.model} at {args.layers or 'all'} layers, {args.rows} x {args.length} tokens; "
+    f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; trace in {trace_dir}"
+  )
   print(format_rows(table, wall_ms, args.top))
 
 

@@ -90,6 +90,12 @@ EnvPoolAdmits = Literal["band", "valid"]
 ENV_POOL_ADMITS = get_args(EnvPoolAdmits)
 BAND, VALID = ENV_POOL_ADMITS
 # band: only fresh tasks whose p̂ lies in the α band join D_env (GenEnv); valid: every valid fresh task, with its p̂.
+# how replayed tasks are drawn from D_train within each category of pools.replay_mix: uniform, every valid task alike;
+# level_learnability, each difficulty level in proportion to p_L (1 - p_L) of its recent p̂ (rl.pools.
+# level_learnability_weights: levels the agent always solves get little replay, levels it begins to forget more)
+ReplayWeighting = Literal["uniform", "level_learnability"]
+REPLAY_WEIGHTINGS = get_args(ReplayWeighting)
+UNIFORM, LEVEL_LEARNABILITY = REPLAY_WEIGHTINGS
 
 
 # ---- the sections -----------------------------------------------------------------------------------------------
@@ -374,6 +380,8 @@ class PoolSettings(Section):
   new_window: int = setting(1, count(1), "an integer >= 1")
   keep_seeds: bool = setting(True, boolean, "true or false")
   static_rounds: int = setting(8, count(1), "an integer >= 1")
+  replay_weighting: ReplayWeighting = setting(UNIFORM, *choice(REPLAY_WEIGHTINGS))
+  replay_level_window: int = setting(20, count(1), "an integer >= 1 (steps a level's p̂ counts as recent)")
 
 
 # the env's warm-start targets (training.warm_start.sft_batches): nearby, a seed of nearby difficulty; nearby_level,

@@ -26,7 +26,7 @@ import optax
 from flax import nnx, struct
 
 from genenv_jax.choices import PG, RWR
-from genenv_jax.coevolution.settings import BAND, Settings
+from genenv_jax.coevolution.settings import BAND, LEVEL_LEARNABILITY, Settings
 from genenv_jax.models import lora
 from genenv_jax.parallel.sharding import (
   batch_shards_in_context,
@@ -451,8 +451,11 @@ class Coevolution:
       out["seeds"] = {**seeds, "known": seeds["valid"] & ~seeds["is_seed"]}
       out["seed_valid"] = jnp.repeat(seeds["valid"], s.env.samples_per_seed)
     if s.pools.num_replay:
+      weights = None
+      if s.pools.replay_weighting == LEVEL_LEARNABILITY:
+        weights = pools.level_learnability_weights(state.train_pool, state.step, window=s.pools.replay_level_window)
       out["replay"], out["replay_idx"], out["train_pool"] = draw(
-        state.train_pool, k_replay, s.pools.num_replay, mix=s.pools.replay_mix
+        state.train_pool, k_replay, s.pools.num_replay, mix=s.pools.replay_mix, weights=weights
       )
     return out
 

@@ -231,22 +231,26 @@ def sampling_probs(
   mix: Sequence[float] | Array | None = None,
   weights_field: str | None = None,
   new_window: Any = 1,
+  weights: Array | None = None,
 ) -> Array:
   """`[C]` f32 probability of drawing each slot; sums to 1, or is all 0 for an empty pool.
 
-  Weights: 1 per valid slot, or `max(pool[weights_field], 0)` (non-finite -> 0); a set of valid slots whose weights
-  sum to 0 falls back to uniform over them. Without `mix`: p ∝ weight over all valid slots. With
+  Weights: 1 per valid slot, or `max(pool[weights_field], 0)`, or `max(weights, 0)` for weights `[C]` computed by
+  the caller (e.g. `level_learnability_weights`; at most one of the two), non-finite -> 0; a set of valid slots
+  whose weights sum to 0 falls back to uniform over them. Without `mix`: p ∝ weight over all valid slots. With
   `mix = (base_frac, old_frac, new_frac)` (GenEnv Algorithm 1 step 6: "later steps mix base, old and new tasks"): p =
   Σ_c frac_c · (weights normalised within category c), with the fractions renormalised over non-empty categories;
   if every category with a positive fraction is empty, it falls back to the unmixed distribution.
   """
   valid = pool.valid
-  if weights_field is None:
+  if weights_field is not None and weights is not None:
+    raise ValueError(f"pass weights_field ({weights_field!r}) or weights, not both")
+  if weights_field is None and weights is None:
     w = jnp.ones(valid.shape, jnp.float32)
   else:
-    f = _field(pool, weights_field).astype(jnp.float32)
+    f = (_field(pool, weights_field) if weights is None else jnp.asarray(weights)).astype(jnp.float32)
     if f.shape != valid.shape:
-      raise ValueError(f"weights_field {weights_field!r} must be per-slot [C], got {f.shape}")
+      raise ValueError(f"weights {weights_field or ''} must be per-slot {valid.shape}, got {f.shape}")
     w = jnp.where(jnp.isfinite(f), jnp.maximum(f, 0.0), 0.0)
   p_all = _normalise(w, valid)
   if mix is None:
@@ -271,6 +275,7 @@ def sample(
   mix: Sequence[float] | Array | None = None,
   weights_field: str | None = None,
   new_window: Any = 1,
+  weights: Array | None = None,
 ) -> tuple[Tasks, Array, TaskPool]:
   """Draw `batch_size` slots with replacement from `sampling_probs(...)` (inverse CDF on one uniform per row).
 
@@ -281,7 +286,7 @@ def sample(
   An empty pool gives an all-False `valid` (rows hold slot 0's zeros, staleness 0) and leaves the pool unchanged; no
   NaN, no error. Callers must mask rows by `valid`.
   """
-  p = sampling_probs(pool, step, mix=mix, weights_field=weights_field, new_window=new_window)
+  p = sampling_probs(pool, step, mix=mix, weights_field=weights_field, new_window=new_window, weights=weights)
   cdf = jnp.cumsum(p)
   u = jax.random.uniform(key, (batch_size,), jnp.float32) * cdf[-1]
   idx = jnp.searchsorted(cdf, u, side="right").astype(jnp.int32)
@@ -296,6 +301,34 @@ def sample(
   )
   pool = pool.replace(times_sampled=pool.times_sampled.at[idx].add(valid.astype(jnp.int32)))
   return batch, idx, pool
+
+
+def level_learnability_weights(
+  pool: TaskPool, step: Any, *, window: int, num_levels: int = 64, unmeasured: float = 0.5, floor: float = 0.01
+) -> Array:
+  """`[C]` per-slot weights under which each difficulty level is drawn in proportion to its learnability, for
+  `sample(weights=...)`.
+
+  A level L is the slots whose `difficulty` rounds to L (clipped to [0, num_levels - 1]). Its success rate p_L is the
+  mean `p_hat` of its valid slots measured in the last `window` steps (`last_eval >= step - window`; a slot's p̂ is
+  written when it is replayed or admitted, `update_stats` and `insert`), or `unmeasured` when none was. Its weight is
+  w_L = p_L (1 - p_L) + floor, the variance of a task's Bernoulli reward and the scale of GRPO's advantages: a level
+  the agent always or never solves gives no gradient (every group's advantages are 0) and is drawn at the floor, a
+  level it has begun to forget (p_L falling below 1) is drawn more; the unmeasured default 0.5 draws a level until it
+  is measured. Each slot carries w_L / n_L, n_L the valid slots of its level, so that a level's draw does not grow with
+  its size (the pools' seeds are weighted toward easy levels). Prioritised Level Replay (Jiang et al. 2021) ranks
+  levels by a learning-potential score the same way; this score is the success rate's variance.
+  """
+  step = jnp.asarray(step, jnp.int32)
+  level = jnp.clip(jnp.round(pool.tasks["difficulty"].astype(jnp.float32)), 0, num_levels - 1).astype(jnp.int32)
+  valid = pool.valid.astype(jnp.float32)
+  recent = (pool.valid & (pool.last_eval >= 0) & (pool.last_eval >= step - window)).astype(jnp.float32)
+  count = jax.ops.segment_sum(valid, level, num_segments=num_levels)
+  measured = jax.ops.segment_sum(recent, level, num_segments=num_levels)
+  total = jax.ops.segment_sum(recent * pool.p_hat, level, num_segments=num_levels)
+  p_level = jnp.where(measured > 0, total / jnp.maximum(measured, 1.0), unmeasured)
+  w_level = p_level * (1.0 - p_level) + floor
+  return jnp.where(pool.valid, (w_level / jnp.maximum(count, 1.0))[level], 0.0)
 
 
 def update_stats(

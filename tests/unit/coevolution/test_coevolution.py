@@ -211,8 +211,13 @@ def test_non_finite_update_is_skipped_and_counted():
 
 @pytest.mark.parametrize(
   "overrides",
-  [{"mode": "grpo"}, {"env.train": False}, {"env.objective": "pg", "env.samples_per_seed": 2, "env.num_seeds": 4}],
-  ids=["grpo", "random", "pg"],
+  [
+    {"mode": "grpo"},
+    {"env.train": False},
+    {"env.objective": "pg", "env.samples_per_seed": 2, "env.num_seeds": 4},
+    {"pools.replay_weighting": "level_learnability"},
+  ],
+  ids=["grpo", "random", "pg", "replay_learnability"],
 )
 def test_ablations_run(overrides):
   _, state, history, _ = run_steps(tiny_config(**overrides), 2, devices=jax.devices()[:1])
@@ -224,6 +229,8 @@ def test_ablations_run(overrides):
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), state.env, ref.env)
   if overrides.get("env.objective") == "pg":
     assert np.isfinite(float(history[-1]["env/loss"])) and "env/pg_loss" in history[-1]  # log_tags.ENV_UPDATE
+  if "pools.replay_weighting" in overrides:  # replayed tasks were drawn and measured under the level weights
+    assert int(np.asarray(state.train_pool.last_eval).max()) >= 0
 
 
 def test_bad_settings_are_rejected():

@@ -324,3 +324,34 @@ def test_sharded_pool_under_jit():
   ids = np.asarray(batch["prompt_ids"][:, -1])
   assert set(ids.tolist()) <= set(range(4)) | set(range(20, 28))
   np.testing.assert_allclose(float(stats["frac_seed"]), 4 / 12, rtol=1e-6)
+
+
+def test_level_learnability_weights_hand_computed():
+  """Levels: 2 (3 slots, p̂ 1 measured at step 9), 3 (1 slot, p̂ 0.5 at step 8), 4 (2 slots, never measured), 5 (1
+  slot, p̂ 0.9 at step 1: stale at window 5), and one empty slot. w_L = p_L (1 - p_L) + 0.01, split over the level."""
+  difficulty = np.array([2, 2, 2, 3, 4, 4, 5], np.float32)
+  pool = P.seed_pool(make_tasks(np.arange(7), difficulty=difficulty), 8)
+  pool = P.update_stats(pool, jnp.array([0, 1, 2]), jnp.array([1.0, 1.0, 1.0]), 9)
+  pool = P.update_stats(pool, jnp.array([3]), jnp.array([0.5]), 8)
+  pool = P.update_stats(pool, jnp.array([6]), jnp.array([0.9]), 1)
+  w = np.asarray(P.level_learnability_weights(pool, 10, window=5, floor=0.01))
+  unexplored = 0.5 * 0.5 + 0.01
+  expected = [0.01 / 3] * 3 + [0.25 + 0.01] + [unexplored / 2] * 2 + [unexplored] + [0.0]
+  np.testing.assert_allclose(w, expected, rtol=1e-6)
+  # a level's draw does not grow with its size: level 4's two slots together weigh what level 5's one does
+  assert np.isclose(w[4] + w[5], w[6])
+  # with the window wide enough the old measurement counts: level 5 at p̂ 0.9 -> 0.09 + 0.01
+  w_all = np.asarray(P.level_learnability_weights(pool, 10, window=20, floor=0.01))
+  np.testing.assert_allclose(w_all[6], 0.9 * 0.1 + 0.01, rtol=1e-6)
+  # drawn through sample(weights=...): a level the agent always solves is drawn least
+  _, idx, _ = P.sample(pool, jax.random.key(0), 20000, step=10, weights=jnp.asarray(w))
+  freq = counts(idx, 8) / 20000
+  np.testing.assert_allclose(freq, np.asarray(expected) / np.sum(expected), atol=0.015)
+
+
+def test_weights_and_weights_field_are_one_or_the_other():
+  pool = P.seed_pool(make_tasks(np.arange(4)), 4)
+  with pytest.raises(ValueError, match="not both"):
+    P.sampling_probs(pool, 0, weights_field="weight", weights=jnp.ones(4))
+  with pytest.raises(ValueError, match="per-slot"):
+    P.sampling_probs(pool, 0, weights=jnp.ones(3))

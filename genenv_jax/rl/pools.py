@@ -250,7 +250,8 @@ def sampling_probs(
   else:
     f = (_field(pool, weights_field) if weights is None else jnp.asarray(weights)).astype(jnp.float32)
     if f.shape != valid.shape:
-      raise ValueError(f"weights {weights_field or ''} must be per-slot {valid.shape}, got {f.shape}")
+      what = f"weights_field {weights_field!r}" if weights is None else "weights"
+      raise ValueError(f"{what} must be per-slot {valid.shape}, got {f.shape}")
     w = jnp.where(jnp.isfinite(f), jnp.maximum(f, 0.0), 0.0)
   p_all = _normalise(w, valid)
   if mix is None:

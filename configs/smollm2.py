@@ -77,13 +77,13 @@ env derails over a long JSON task: configs/tools.py's demo). The evaluation set'
 their own system prompt and the dialogue) are mostly 500-1,700 tokens, far longer than the training tasks'.
 
 Measured (2026-12-06, beside a SmolLM2 sweep and a screening run, load average 3-8; `/usr/bin/time -v python -m
-genenv_jax.main --config=configs/smollm2.py:api_bank`): 975 s in all, peak resident memory 10.2 GB; the warm start 288
-s (agent SFT loss 1.50 -> 0.21, env 1.04 -> 0.70), steps 195 s (compiling) then 130-147 s. The env's tasks parsed 7
-times of 8 and were all ToolSearcher calls, whose free-text keywords the agent rarely matched exactly (p̂ 0.25 on the
-first, 0 on the six after): no task in the band, so RWR never updated the env; the run's 8 held-out tasks 0.125 after
-the warm start and at the end. API-Bank's evaluation set, the first 10 items of each level: 0/30 before and 0/30
-after; the agent answered in the `<tool_call>` format far more often after (docs/EXPERIMENTS.md, "SmolLM2 on
-API-Bank").
+genenv_jax.main --config=configs/smollm2.py:api_bank`): 975 s in all, peak resident memory 10.2 GB; the warm start
+288 s (agent SFT loss 1.50 -> 0.21, env 1.04 -> 0.70), steps 195 s (compiling) then 130-147 s. The env's tasks parsed
+7 times of 8 and were all ToolSearcher calls, whose free-text keywords the agent rarely matched exactly (p̂ 0.25 on
+the first, 0 on the six after): no task in the band, so RWR never updated the env; the run's 8 held-out tasks 0.125
+after the warm start and at the end. Without the warm start all 4 env tasks of 2 steps were invalid. API-Bank's
+evaluation set, the first 10 items of each level: 0/30 before and 0/30 after; the agent answered in the `<tool_call>`
+format far more often after (docs/EXPERIMENTS.md, "SmolLM2 on API-Bank").
 """
 
 import pathlib

@@ -19,6 +19,8 @@ Variants (`--config=configs/smollm2.py:VARIANT`, composable left to right with '
   grpo    plain GRPO on the seed tasks, no env.
   smoke   two steps of everything at a few rows and a short warm start, for CI (tests/integration/
           test_smollm2_step.py) and for checking an install: about a minute here, compile included.
+  api_bank  the API-Bank training domain instead of arithmetic (below, "API-Bank"); applied first wherever it is
+          named, so `api_bank+random`, `api_bank+static`, `api_bank+smoke` are that variant on API-Bank.
 `static` and `grpo` train the agent on as many tasks per step as `coevolve` (its fresh + replayed), so that the four
 differ only in where the tasks come from.
 
@@ -55,6 +57,33 @@ genenv_jax.main --config=configs/smollm2.py --config.total_steps=6`): peak resid
 0.10 (sums of 2..6 digits): levels above, inside and below the α band; no env task invalid. The whole 80-step run
 is so about 15 + 28 + 3 minutes (warm start, steps, evaluations) under that load: run sweeps with --jobs=1 on 24 GB.
 The smoke variant: 332 s under the same load (`python -m genenv_jax.main --config=configs/smollm2.py:smoke`).
+
+API-Bank (`api_bank`; docs/EXPERIMENTS.md, "SmolLM2 on API-Bank: held-out before and after training"): the domain of
+configs/tools.py:api_bank (benchmarks/api_bank/family.py: the env writes `API:` / `User:` / `Call:` lines, the agent
+answers with a `<tool_call>` block) on API-Bank's level-3 training split (`python -m genenv_jax.data fetch api_bank`),
+both models still SmolLM2 with LoRA as above.
+
+  python -m genenv_jax.main --config=configs/smollm2.py:api_bank --workdir=runs/smollm2_api_bank
+  python -m genenv_jax.evaluate --benchmark=api_bank --workdir=runs/smollm2_api_bank --limit=10 --batch_size=10 \
+      --max_new_tokens=96            # the same with --model=<the GGUF file> scores the untrained model
+
+Lengths are in SmolLM2's tokens (API_BANK_LENGTHS, measured on the split): tasks of at most 191 tokens + EOS, which
+keeps 664 of the split's 863 tasks (181 longer; 8 held out, 656 seeds, two thirds of them ToolSearcher calls), agent
+prompt 256 + answer 48, env prompt 320 + output 192: 10-15x the arithmetic run's, so the rest is cut to what this
+loaded 2-core CPU runs in about a quarter of an hour: per step 2 env tasks + 1 replayed x G = 4 (only p̂ = 0.5 passes
+the band), the agent's update in 2 mini-batches (no remat: every layer's activations are kept), a full-parameter
+warm start of 8 + 8 steps at batch 2, 4 steps, the env sampling at temperature 0.5 and the agent at 0.7 (at 1 a small
+env derails over a long JSON task: configs/tools.py's demo). The evaluation set's prompts (API-Bank levels 1-3,
+their own system prompt and the dialogue) are mostly 500-1,700 tokens, far longer than the training tasks'.
+
+Measured (2026-12-06, beside a SmolLM2 sweep and a screening run, load average 3-8; `/usr/bin/time -v python -m
+genenv_jax.main --config=configs/smollm2.py:api_bank`): 975 s in all, peak resident memory 10.2 GB; the warm start
+288 s (agent SFT loss 1.50 -> 0.21, env 1.04 -> 0.70), steps 195 s (compiling) then 130-147 s. The env's tasks parsed
+7 times of 8 and were all ToolSearcher calls, whose free-text keywords the agent rarely matched exactly (p̂ 0.25 on
+the first, 0 on the six after): no task in the band, so RWR never updated the env; the run's 8 held-out tasks 0.125
+after the warm start and at the end. Without the warm start all 4 env tasks of 2 steps were invalid. API-Bank's
+evaluation set, the first 10 items of each level: 0/30 before and 0/30 after; the agent answered in the `<tool_call>`
+format far more often after (docs/EXPERIMENTS.md, "SmolLM2 on API-Bank").
 """
 
 import pathlib
@@ -67,7 +96,14 @@ from genenv_jax import data
 DATASET = "smollm2"
 GGUF = "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # the manifest's path of the model file, under the data directory
 
-VARIANTS = ("coevolve", "random", "static", "grpo", "smoke")
+VARIANTS = ("coevolve", "random", "static", "grpo", "smoke", "api_bank")
+
+# API-Bank in SmolLM2's own tokens (the `api_bank` variant): agent prompt, agent answer, env prompt, env output, spec
+# bytes. Measured over the 854 training tasks that parse (2026-12-06): env texts 93 / 145 / 223 tokens (10th / 50th /
+# 90th percentile); the 676 that fit 191 tokens (+ EOS) have agent prompts of at most 239 tokens, oracle answers of
+# 31-49 and golds of at most 125 bytes; the env prompt is 106 tokens of instruction and template + the rate + the seed
+# task. At 127 tokens only 370 would fit, 354 of them calls of ToolSearcher, which no evaluation item's gold calls.
+API_BANK_LENGTHS = dict(agent_prompt_len=256, agent_answer_len=48, env_prompt_len=320, env_output_len=192, spec_len=128)
 
 
 def model_file(data_dir: str | None = None) -> str:
@@ -113,7 +149,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.warm_start.batch_size = 16
   c.warm_start.lr = 1e-4
 
-  for variant in [v.strip() for v in arg.split("+")]:
+  variants = [v.strip() for v in arg.split("+")]
+  for variant in sorted(variants, key=lambda v: v != "api_bank"):  # the domain first: the others size from it
     _apply_variant(c, variant)
   return c
 
@@ -121,6 +158,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
 def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
   """One named override set (module docstring); "" and "coevolve" leave the run as it is."""
   if variant in ("", "coevolve"):
+    return
+  if variant == "api_bank":
+    _api_bank(c)
     return
   if variant == "random":
     c.env.train = False
@@ -146,3 +186,23 @@ def _apply_variant(c: ml_collections.ConfigDict, variant: str) -> None:
       f"unknown variant {variant!r} of configs/smollm2.py; choose from {', '.join(VARIANTS)} (or none), joined with "
       "'+' to compose, e.g. smoke+random"
     )
+
+
+def _api_bank(c: ml_collections.ConfigDict) -> None:
+  """`api_bank`: the API-Bank training domain (configs/tools.py's, benchmarks/api_bank/family.py) on SmolLM2, sized
+  to its tokenizer and this CPU (module docstring, "API-Bank")."""
+  c.domain = ml_collections.ConfigDict(
+    dict(name="api_bank", data_dir="", num_seeds=0, num_heldout=8, success_threshold=1.0, **API_BANK_LENGTHS)
+  )
+  c.total_steps = 4
+  c.checkpoint_every = 2
+  c.eval_every = 4
+  c.agent.grpo.group_size = 4
+  c.agent.grpo.minibatches = 2  # two of 6 rows: without remat, the update keeps every layer's activations
+  c.env.num_seeds = 2
+  c.pools.num_replay = 1
+  c.env.sampling.temperature = 0.5
+  c.agent.sampling.temperature = 0.7
+  c.warm_start.agent_steps = 8
+  c.warm_start.env_steps = 8
+  c.warm_start.batch_size = 2

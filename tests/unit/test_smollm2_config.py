@@ -35,7 +35,7 @@ def test_the_model_and_tokenizer_come_from_the_data_directory(data_dir):
 
 
 @pytest.mark.parametrize(
-  "variant", ["", "coevolve", "random", "static", "grpo", "smoke", "smoke+random", "static+smoke"]
+  "variant", ["", "coevolve", "random", "static", "grpo", "smoke", "smoke+random", "static+smoke", "api_bank"]
 )
 def test_the_variants_are_valid(data_dir, variant):
   assert problems(smollm2.get_config(variant)) == []
@@ -54,3 +54,21 @@ def test_the_variants_compose_and_keep_the_agents_tasks_per_step(data_dir):
   assert smollm2.get_config("smoke+random").env.train is False and smollm2.get_config("random").total_steps == 80
   with pytest.raises(ValueError, match="unknown variant 'pooled' of configs/smollm2.py"):
     smollm2.get_config("pooled")
+
+
+def test_api_bank_sets_the_domain_in_the_models_tokens_and_composes(data_dir):
+  c = smollm2.get_config("api_bank")
+  assert c.domain.name == "api_bank" and c.domain.data_dir == ""  # the data directory's api_bank (fetch api_bank)
+  assert {k: c.domain[k] for k in smollm2.API_BANK_LENGTHS} == smollm2.API_BANK_LENGTHS
+  assert c.agent.model.hf_path == c.env.model.hf_path == c.tokenizer  # still SmolLM2, LoRA on, warm-started
+  assert c.agent.lora.enabled and c.env.lora.enabled and c.warm_start.env_steps > 0
+  assert c.total_steps < smollm2.get_config("").total_steps
+  # the domain is applied first wherever it is named, so static / grpo keep coevolve's tasks a step on API-Bank too
+  for other in ("static", "grpo", "smoke", "random"):
+    a, b = smollm2.get_config(f"api_bank+{other}"), smollm2.get_config(f"{other}+api_bank")
+    assert a.to_json() == b.to_json() and a.domain.name == "api_bank" and problems(a) == []
+
+  def tasks(c):
+    return (c.env.num_seeds * c.env.samples_per_seed if c.mode == "coevolve" else 0) + c.pools.num_replay
+
+  assert tasks(smollm2.get_config("api_bank+static")) == tasks(smollm2.get_config("api_bank+grpo")) == tasks(c)

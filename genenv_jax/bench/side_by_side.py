@@ -2,7 +2,9 @@
 each as tokens/s, GFLOP/s and a share of this machine's measured float32 matmul peak (bench.sgemm).
 
 The work, on the agent of a built run (any config: random models, an HF directory or a GGUF file as `hf_path`):
-  update             one jitted forward + backward + AdamW (rl.updates.gradient_step) on `rows` x `length` tokens:
+  update             one jitted forward + backward + AdamW (rl.updates.gradient_step) on `rows` x `length` tokens,
+                     the trained weights and optimizer state donated and fed back from call to call (as the
+                     co-evolution step's state is; torch's AdamW updates in place):
                      a 1-token prompt and a response of length - 1 tokens, every response token valid, a nonzero
                      advantage per row, loss -Σ adv·log π·m / Σ m. Without LoRA (full fine-tuning: a run with
                      adapters is measured on its merged model, models.lora.merged, with a fresh AdamW over every
@@ -127,8 +129,18 @@ def compile_update(graphdef, params, optimizer, opt_state, batch, chunk_size: in
     return gradient_step(lambda p, b: loss(lora.combine(p, frozen), b), optimizer, trained, opt, b)
 
   args = (trained, frozen, opt_state, jax.tree.map(jax.numpy.asarray, batch))
-  fig, _, call = timing.compile_jitted(step, args, timing.shardings(args), options)
-  return fig, call
+  jitted = jax.jit(step, in_shardings=timing.shardings(args), donate_argnums=(0, 2))
+  compiled, lower_s, compile_s = timing.compile_timed(jitted, args, options)
+  # the trained weights and their optimizer state are donated and fed back, as the co-evolution step does with its
+  # state (torch's AdamW updates in place too); copies, so that the run's own arrays outlive the timing
+  holder = [jax.tree.map(jax.numpy.copy, (trained, opt_state))]
+
+  def call():
+    p, o, _ = jax.block_until_ready(compiled(holder[0][0], frozen, holder[0][1], args[3]))
+    holder[0] = (p, o)
+
+  call()
+  return {"lower_s": lower_s, "compile_s": compile_s}, call
 
 
 def compile_forward(graphdef, params, batch, chunk_size: int, options: dict | None = None):

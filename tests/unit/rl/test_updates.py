@@ -86,3 +86,38 @@ def test_has_tokens_reads_the_token_count_when_the_denominator_is_constant():
   assert not bool(has_tokens(jnp.asarray(0.0), {}))
   assert not bool(has_tokens(jnp.asarray(20.0), {"num_tokens": jnp.asarray(0.0)}))  # Dr. GRPO: B · L_max, no token
   assert bool(has_tokens(jnp.asarray(20.0), {"num_tokens": jnp.asarray(3.0)}))
+
+
+def test_a_kept_step_is_the_optimizers_update_exactly():
+  """The update that runs inside gradient_step's lax.cond is optax's own: the same parameters and moments, bit for bit,
+  and update_norm is the norm of the applied change."""
+  import optax
+
+  opt = make_optimizer(1e-2, weight_decay=0.01)
+  params = {"w": jax.random.normal(jax.random.key(1), (E, V))}
+  batch, loss_fn = _batch(valid_rows=(0, 1, 2)), _loss_fn("token-mean")
+  got_p, got_o, m = jax.jit(lambda p, o: gradient_step(loss_fn, opt, p, o, batch))(params, opt.init(params))
+
+  def plain(p, o):
+    total, denom, _ = loss_fn(p, batch)
+    g = jax.grad(lambda q: loss_fn(q, batch)[0])(p)
+    g = jax.tree.map(lambda x: x / jnp.maximum(denom, 1e-8), g)
+    u, o = opt.update(g, o, p)
+    return optax.apply_updates(p, u), o, optax.tree.norm(u)
+
+  want_p, want_o, want_norm = jax.jit(plain)(params, opt.init(params))
+  _assert_same(got_p, want_p)
+  _assert_same(got_o, want_o)
+  assert int(m["skipped"]) == 0 and float(m["update_norm"]) == pytest.approx(float(want_norm), rel=1e-6)
+
+
+def test_a_gradient_whose_norm_overflows_is_skipped():
+  """Every element finite, but ‖g‖₂² beyond float32's range: the step is skipped (module docstring), not taken with
+  a clip factor of max_norm / inf = 0."""
+  opt = make_optimizer(1e-2)
+  params = {"w": jnp.ones((2,))}
+  loss_fn = lambda p, b: ((p["w"] * 3e19).sum(), jnp.asarray(1.0), {})  # noqa: E731
+  new_p, new_o, m = gradient_step(loss_fn, opt, params, opt.init(params), {})
+  assert int(m["skipped"]) == 1 and int(m["empty"]) == 0
+  _assert_same(new_p, params)
+  _assert_same(new_o, opt.init(params))

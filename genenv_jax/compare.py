@@ -1,9 +1,12 @@
 """The sweep report: per variant, mean ± standard deviation over seeds, and GenEnv minus each ablation with a CI.
 
   python -m genenv_jax.compare DIR [--baseline=VARIANT]
+  python -m genenv_jax.compare DIR1 DIR2 ... --out=DIR [--baseline=VARIANT]
 
 Reads DIR/runs/VARIANT_sSEED/summary.json (genenv_jax.sweep) and writes DIR/report.md, DIR/report.json and PNG plots
-(matplotlib) DIR/report_*.png. Per variant:
+(matplotlib) DIR/report_*.png. With several sweep directories (the same seeds under two XLA ISAs, say, each a
+stand-in for another machine), every run is one unit named `DIRNAME/sSEED` (DIRNAME the directory's base name, which
+must differ between them), units pair across variants by that name, and the report goes to --out. Per variant:
   - final held-out accuracy (last evaluation) and later-half accuracy (mean of the later half of the evaluations),
     each as mean ± sample std (ddof=1) over seeds;
   - the p̂ trajectory (mean over seeds per step) and the fraction of the later half's steps with p̂ in the band
@@ -12,6 +15,8 @@ Reads DIR/runs/VARIANT_sSEED/summary.json (genenv_jax.sweep) and writes DIR/repo
   - final held-out accuracy per difficulty level.
   - the fraction of the env's tasks whose own p̂ is in the band, over the first quarter, the later half and the last
     quarter of the steps, and the generated difficulty (first and last quarter).
+  - on how many units rules (b) and (c) of summary_report hold, each and both, and how many runs end with held-out
+    accuracy more than 2 binomial SE, 2·sqrt(p₀(1 - p₀)/n), below their first evaluation p₀ (the forgetting check).
 GenEnv (`--baseline`) minus each ablation: per-item scores paired by seed and item ([seeds, items]), through
 `stats.paired_difference` (two-level bootstrap over seeds and items), on the final evaluation's 0/1 scores and on
 each item's mean score over the later half of the evaluations. The gap is "shown" only when its paired 95% CI (the
@@ -40,13 +45,36 @@ from genenv_jax.reporting.summary_report import parse_summary, phenomena
 TRAJECTORIES = mt.FRESH_PLOTS  # summary.json row keys (the step's metric names) -> plot title: the env's tasks
 
 
-def load_runs(workdir: str) -> dict[str, dict[int, dict[str, Any]]]:
-  """{variant: {seed: summary}} from DIR/runs/VARIANT_sSEED/summary.json (`parse_summary`: an older run's rows under
-  today's names); runs without a summary are left out."""
+Unit = int | str  # a seed (one sweep directory), or "DIRNAME/sSEED" (several)
+
+
+def load_runs(workdirs: str | Sequence[str]) -> dict[str, dict[Unit, dict[str, Any]]]:
+  """{variant: {unit: summary}} from DIR/runs/VARIANT_sSEED/summary.json (`parse_summary`: an older run's rows under
+  today's names); runs without a summary are left out. One directory: units are the seeds; several: "DIRNAME/sSEED"
+  (module docstring)."""
+  if isinstance(workdirs, str):
+    return _load_dir(workdirs)
+  names = [os.path.basename(os.path.normpath(d)) for d in workdirs]
+  if len(set(names)) != len(names):
+    raise ValueError(f"sweep directories must have distinct base names (they name the units), got {list(workdirs)}")
+  out: dict[str, dict[Unit, dict[str, Any]]] = {}
+  for name, d in zip(names, workdirs):
+    for variant, by_seed in _load_dir(d).items():
+      out.setdefault(variant, {}).update({f"{name}/s{seed}": r for seed, r in by_seed.items()})
+  return out
+
+
+def unit_order(unit: Unit) -> tuple[str, int]:
+  """Sort key of a unit: by directory name, then by seed as a number ("x/s2" before "x/s10")."""
+  name, _, seed = str(unit).rpartition("/s")
+  return name, int(seed)
+
+
+def _load_dir(workdir: str) -> dict[str, dict[Unit, dict[str, Any]]]:
   root = os.path.join(workdir, "runs")
   if not os.path.isdir(root):
     raise FileNotFoundError(f"no runs/ under {workdir}: run genenv_jax.sweep with --workdir={workdir} first")
-  out: dict[str, dict[int, dict[str, Any]]] = {}
+  out: dict[str, dict[Unit, dict[str, Any]]] = {}
   for name in sorted(os.listdir(root)):
     variant, sep, seed = name.rpartition("_s")
     path = os.path.join(root, name, "summary.json")
@@ -78,7 +106,7 @@ def trajectory(summaries: Sequence[dict[str, Any]], key: str) -> dict[str, list[
 
 def variant_figures(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
   """The per-variant block of the report (module docstring)."""
-  seeds = sorted(by_seed)
+  seeds = sorted(by_seed, key=unit_order)
   runs = [by_seed[s] for s in seeds]
   out: dict[str, Any] = {"seeds": seeds}
   evals = [r.get("evals", []) for r in runs]
@@ -106,8 +134,26 @@ def variant_figures(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     out["p_hat_in_band_shown_seeds"] = sum(p["a_p_hat_into_band"]["holds"] for p in ph)
   if all("a2_tasks_in_band_rise" in p for p in ph):
     out["tasks_in_band_shown_seeds"] = sum(p["a2_tasks_in_band_rise"]["holds"] for p in ph)
+  if all("b_difficulty_rises" in p and "c_heldout_accuracy_rises" in p for p in ph):
+    b = [bool(p["b_difficulty_rises"]["holds"]) for p in ph]
+    c = [bool(p["c_heldout_accuracy_rises"]["holds"]) for p in ph]
+    out["b_shown_seeds"], out["c_shown_seeds"] = sum(b), sum(c)
+    out["bc_shown_seeds"] = sum(x and y for x, y in zip(b, c))
+  drops = [ends_below_start(r) for r in runs]
+  if all(d is not None for d in drops):
+    out["ends_below_start"] = [u for u, d in zip(seeds, drops) if d]
   out["trajectories"] = {k: trajectory(runs, k) for k in TRAJECTORIES}
   return out
+
+
+def ends_below_start(summary: dict[str, Any], n_se: float = 2.0) -> bool | None:
+  """Whether the run's last held-out accuracy lies more than `n_se` binomial SE, sqrt(p₀(1 - p₀)/n), below its first
+  p₀ (n the items of the first evaluation); None without two evaluations or an item count."""
+  evals = summary.get("evals", [])
+  if len(evals) < 2 or not evals[0].get("n"):
+    return None
+  p0, p1, n = float(evals[0]["accuracy"]), float(evals[-1]["accuracy"]), int(evals[0]["n"])
+  return bool(p0 - p1 > n_se * float(np.sqrt(p0 * (1.0 - p0) / n)))
 
 
 def _windows(summary: dict[str, Any], key: str) -> tuple[float, float, float] | None:
@@ -136,10 +182,10 @@ def item_scores(summary: dict[str, Any], window: str = "final") -> list[float] |
 
 
 def paired_gap(
-  runs: dict[str, dict[int, dict[str, Any]]], a: str, b: str, n_boot: int = 2000, window: str = "final"
+  runs: dict[str, dict[Unit, dict[str, Any]]], a: str, b: str, n_boot: int = 2000, window: str = "final"
 ) -> dict[str, Any]:
   """Variant a minus variant b on the seeds both ran, paired by seed and item (module docstring)."""
-  seeds = sorted(set(runs[a]) & set(runs[b]))
+  seeds = sorted(set(runs[a]) & set(runs[b]), key=unit_order)
   x = [item_scores(runs[a][s], window) for s in seeds]
   y = [item_scores(runs[b][s], window) for s in seeds]
   if not seeds or any(v is None for v in x + y) or len({len(v) for v in x + y}) != 1:
@@ -167,7 +213,7 @@ def paired_gap(
 ORDER = ("coevolve", "random", "static")  # GenEnv's claim: each beats the next (docs/DESIGN.md, "The method")
 
 
-def ordering(runs: dict[str, dict[int, dict[str, Any]]], n_boot: int = 2000) -> list[dict[str, Any]]:
+def ordering(runs: dict[str, dict[Unit, dict[str, Any]]], n_boot: int = 2000) -> list[dict[str, Any]]:
   """The claimed chain GenEnv > GenEnv-Random > Static, link by link, on the later-half item scores."""
   present = [v for v in ORDER if v in runs]
   return [
@@ -176,7 +222,7 @@ def ordering(runs: dict[str, dict[int, dict[str, Any]]], n_boot: int = 2000) -> 
 
 
 def paired_gaps(
-  runs: dict[str, dict[int, dict[str, Any]]], baseline: str, n_boot: int = 2000, window: str = "final"
+  runs: dict[str, dict[Unit, dict[str, Any]]], baseline: str, n_boot: int = 2000, window: str = "final"
 ) -> dict[str, Any]:
   """baseline minus each other variant on the seeds both ran, paired by item (module docstring)."""
   if baseline not in runs:
@@ -231,6 +277,23 @@ def markdown(report: dict[str, Any]) -> str:
         f"{_fmt(f['band_frac_last_quarter'], 2)} | {_fmt(f.get('difficulty_first_quarter'), 2)} -> "
         f"{_fmt(f.get('difficulty_last_quarter'), 2)} |"
       )
+  if any("bc_shown_seeds" in f for f in report["variants"].values()):
+    lines += [
+      "",
+      "Rules (b) and (c) of the end-of-run summary, and the runs that end more than 2 SE below their first evaluation:",
+      "",
+      "| variant | runs | (b) shown | (c) shown | both | ends > 2 SE below its start |",
+      "|---|---|---|---|---|---|",
+    ]
+    for v, f in report["variants"].items():
+      if "bc_shown_seeds" in f:
+        below = f.get("ends_below_start")
+        names = ", ".join(f"s{u}" if isinstance(u, int) else u for u in below or ())
+        below_text = "–" if below is None else (f"{len(below)}: {names}" if below else "0")
+        lines.append(
+          f"| {v} | {len(f['seeds'])} | {f['b_shown_seeds']} | {f['c_shown_seeds']} | {f['bc_shown_seeds']} | "
+          f"{below_text} |"
+        )
   vs = report.get("tasks_in_band_vs_random")
   if vs:
     lines += [
@@ -304,13 +367,13 @@ def plot(report: dict[str, Any], workdir: str) -> dict[str, str]:
   return paths
 
 
-def build_report(workdir: str, baseline: str | None = None, n_boot: int = 2000) -> dict[str, Any]:
-  """The report dict (report.json) of the sweep in `workdir`; baseline None = "coevolve" if it ran, else the first
-  variant in name order."""
+def build_report(workdir: str | Sequence[str], baseline: str | None = None, n_boot: int = 2000) -> dict[str, Any]:
+  """The report dict (report.json) of the sweep in `workdir` (or of several, pooled: module docstring); baseline None =
+  "coevolve" if it ran, else the first variant in name order."""
   runs = load_runs(workdir)
   baseline = baseline or ("coevolve" if "coevolve" in runs else min(runs))
   report = {
-    "workdir": workdir,
+    "workdir": workdir if isinstance(workdir, str) else ", ".join(workdir),
     "baseline": baseline,
     "variants": {v: variant_figures(by_seed) for v, by_seed in runs.items()},
     "gaps": paired_gaps(runs, baseline, n_boot) if len(runs) > 1 else {},
@@ -339,15 +402,23 @@ def tasks_in_band_vs_random(variants: dict[str, Any]) -> dict[str, Any] | None:
   }
 
 
-def write_report(workdir: str, baseline: str | None = None, n_boot: int = 2000, plots: bool = True) -> str:
-  """Writes report.json, report.md and the PNGs into `workdir`; returns the markdown."""
+def write_report(
+  workdir: str | Sequence[str], baseline: str | None = None, n_boot: int = 2000, plots: bool = True, out: str = ""
+) -> str:
+  """Writes report.json, report.md and the PNGs into `out` (default: `workdir`, which must then be one directory);
+  returns the markdown."""
+  if not out:
+    if not isinstance(workdir, str):
+      raise ValueError("a report of several sweep directories needs --out=DIR, the directory it is written to")
+    out = workdir
   report = build_report(workdir, baseline, n_boot)
+  os.makedirs(out, exist_ok=True)
   if plots:
-    report["plots"] = plot(report, workdir)
-  with open(os.path.join(workdir, "report.json"), "w") as f:
+    report["plots"] = plot(report, out)
+  with open(os.path.join(out, "report.json"), "w") as f:
     json.dump(report, f, indent=1)
   text = markdown(report)
-  with open(os.path.join(workdir, "report.md"), "w") as f:
+  with open(os.path.join(out, "report.md"), "w") as f:
     f.write(text)
   return text
 
@@ -356,7 +427,13 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the command-line flags on `flag_values` (a test lists them on a fresh FlagValues). Called on absl's FLAGS
   only when this module runs as a program, so that importing it next to another program's module with flags of the
   same name (tests, tools) never collides in absl's global registry."""
-  global _BASELINE
+  global _BASELINE, _OUT
+  _OUT = flags.DEFINE_string(
+    "out",
+    "",
+    "where the report is written (default: DIR itself); required with several sweep directories",
+    flag_values=flag_values,
+  )
   _BASELINE = flags.DEFINE_string(
     "baseline",
     None,
@@ -367,9 +444,13 @@ def _define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def main(argv) -> None:
-  if len(argv) != 2:
-    raise app.UsageError("usage: python -m genenv_jax.compare DIR [--baseline=VARIANT]")
-  print(write_report(os.path.expanduser(argv[1]), _BASELINE.value), flush=True)
+  if len(argv) < 2:
+    raise app.UsageError("usage: python -m genenv_jax.compare DIR [DIR ...] [--out=DIR] [--baseline=VARIANT]")
+  dirs = [os.path.expanduser(d) for d in argv[1:]]
+  if len(dirs) > 1 and not _OUT.value:
+    raise app.UsageError("several sweep directories are pooled into one report: name where it goes with --out=DIR")
+  out = os.path.expanduser(_OUT.value)
+  print(write_report(dirs[0] if len(dirs) == 1 else dirs, _BASELINE.value, out=out), flush=True)
 
 
 if __name__ == "__main__":

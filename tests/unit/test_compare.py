@@ -175,3 +175,41 @@ def test_a_gap_whose_ci_straddles_zero_is_not_shown_whatever_the_seed_spread(tmp
     assert g["ci95"][0] < 0 < g["ci95"][1]
     assert g["verdict"] == "not shown", g
     assert "seed std does not decide" in g["test"]
+
+
+def test_several_sweep_directories_pool_into_units_and_count_b_c_and_forgetting(tmp_path):
+  """Two sweep directories (the same seeds under two ISAs): each run is a unit DIRNAME/sSEED, gaps pair by unit over
+  both, rules (b) and (c) are counted per variant, and a run ending more than 2 binomial SE below its start is named."""
+  for isa, shift in (("avx2", 0.0), ("sse", 0.005)):
+    table = {}
+    for seed in (0, 2, 10):
+      table[("coevolve", seed)] = fake_summary(seed, 0.5, 0.70 + shift + 0.01 * seed / 10, [0.5] * 8)
+      table[("random", seed)] = fake_summary(seed, 0.5, 0.60 + shift, [0.5] * 8)
+    # one GenEnv run forgets: 0.5 -> 0.40 on 300 items is 3.5 SE (SE = sqrt(0.25 / 300) = 0.029) below its start
+    if isa == "sse":
+      table[("coevolve", 2)] = fake_summary(2, 0.5, 0.40, [0.5] * 8)
+    write_runs(tmp_path / isa, table)
+  dirs = [str(tmp_path / "avx2"), str(tmp_path / "sse")]
+  runs = compare.load_runs(dirs)
+  assert sorted(runs["coevolve"], key=compare.unit_order) == [
+    "avx2/s0", "avx2/s2", "avx2/s10", "sse/s0", "sse/s2", "sse/s10"
+  ]  # fmt: skip
+  text = compare.write_report(dirs, n_boot=200, plots=False, out=str(tmp_path / "both"))
+  rep = json.loads((tmp_path / "both" / "report.json").read_text())
+  co = rep["variants"]["coevolve"]
+  assert co["seeds"] == ["avx2/s0", "avx2/s2", "avx2/s10", "sse/s0", "sse/s2", "sse/s10"]
+  assert co["ends_below_start"] == ["sse/s2"] and rep["variants"]["random"]["ends_below_start"] == []
+  # (b): the fake difficulty rises on every run; (c): 0.5 -> 0.7 on 300 items is beyond 2 SE, 0.5 -> 0.4 is not
+  assert (co["b_shown_seeds"], co["c_shown_seeds"], co["bc_shown_seeds"]) == (6, 5, 5)
+  assert rep["gaps"]["random"]["seeds"] == co["seeds"] and len(rep["gaps"]["random"]["per_seed"]) == 6
+  assert "| coevolve | 6 | 6 | 5 | 5 | 1: sse/s2 |" in text
+  assert compare.ends_below_start({"evals": [{"accuracy": 0.5, "n": 300}]}) is None  # one evaluation
+
+
+def test_several_directories_need_distinct_names_and_an_output(tmp_path):
+  for d in ("a/sweep", "b/sweep"):
+    write_runs(tmp_path / d, {("coevolve", 0): fake_summary(0, 0.5, 0.7, [0.5] * 8)})
+  with pytest.raises(ValueError, match="distinct base names"):
+    compare.load_runs([str(tmp_path / "a/sweep"), str(tmp_path / "b/sweep")])
+  with pytest.raises(ValueError, match="--out=DIR"):
+    compare.write_report([str(tmp_path / "a/sweep"), str(tmp_path / "b/sweep")])

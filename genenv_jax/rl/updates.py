@@ -7,13 +7,6 @@ mini-batch updates. A step whose loss or gradient is not finite, or whose mini-b
 parameters and optimizer state unchanged and is counted in `skipped` (robustness: a bad batch never corrupts the state,
 and an empty one never moves it: AdamW would otherwise step on its momentum and weight decay with a zero gradient).
 
-The test is on the gradient's global norm ‖g‖₂, which the metrics report anyway: it is finite exactly when every
-element is finite and ‖g‖₂² does not overflow (‖g‖₂ < 1.8e19 in float32; a larger one is skipped too). The
-optimizer's update then runs inside a `lax.cond`: a kept step makes no select pass over parameters and moments, and
-a skipped one no optimizer pass at all (docs/EXPERIMENTS.md, "The optimizer's passes": at bench.step's figures, inside
-this machine's noise). The update itself is not checked again: from a finite gradient, finite parameters and finite
-moments, AdamW's update -lr · (m̂ / (√v̂ + ε) + λθ) is finite, since |m̂| ≤ max |g| and v̂ ≥ 0.
-
 What counts as empty: a denominator <= 0 (token-mean, seq-mean-token-mean, a weighted NLL with no weight), or, for a
 loss whose denominator is a constant (Dr. GRPO's B · L_max, `grpo.agg_seq_mean_token_sum_norm`), a `num_tokens`
 metric of 0 (`grpo.grpo_loss` reports it, under every aggregation; a loss whose denominator is a constant must).
@@ -88,6 +81,10 @@ def _split(batch: Any, num: int) -> Any:
   return jax.tree.map(one, batch)
 
 
+def _all_finite(tree: Any) -> jax.Array:
+  return jnp.all(jnp.asarray([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
 def gradient_step(
   loss_fn: LossFn,
   optimizer: optax.GradientTransformation,
@@ -99,9 +96,8 @@ def gradient_step(
 ) -> tuple[Any, Any, dict[str, jax.Array]]:
   """grad of sum/denom at params, one optimizer update scaled by `scale`, skipped when anything is non-finite.
 
-  The step is kept only when loss and the gradient's norm are finite (module docstring) and the mini-batch has a
-  valid token (`has_tokens`); otherwise parameters and optimizer state (AdamW's moments and count) are returned
-  unchanged.
+  The step is kept only when loss, gradient and update are finite and the mini-batch has a valid token
+  (`has_tokens`); otherwise parameters and optimizer state (AdamW's moments and count) are returned unchanged.
   Metrics: loss, grad_norm (before the optimizer's clipping), update_norm, skipped (1 when the step was not kept: not
   finite, or empty), empty (1 when the mini-batch had no valid token), and grad_clipped (1 when grad_norm >
   `max_grad_norm`, the optimizer's clip threshold; 0 when it is 0, i.e. no clipping).
@@ -114,30 +110,23 @@ def gradient_step(
   # moments, so the optimizer state would change dtype (a lax.scan carry mismatch in minibatch_updates)
   grads = jax.tree.map(lambda g, p: (g / safe_denom).astype(p.dtype), grads, params)
   loss = total / safe_denom
+  updates, new_opt = optimizer.update(grads, opt_state, params)
+  updates = jax.tree.map(lambda u: (u * scale).astype(u.dtype), updates)
+  new_params = optax.apply_updates(params, updates)
   learns = has_tokens(denom, metrics)
-  norm = optax.tree.norm(grads)
-  ok = jnp.isfinite(loss) & jnp.isfinite(norm) & learns
-
-  def update(params, opt_state, grads):
-    updates, new_opt = optimizer.update(grads, opt_state, params)
-    updates = jax.tree.map(lambda u: (u * scale).astype(u.dtype), updates)
-    return optax.apply_updates(params, updates), new_opt, optax.tree.norm(updates).astype(norm.dtype)
-
-  def keep(params, opt_state, grads):
-    return params, opt_state, jnp.zeros_like(norm)
-
-  new_params, new_opt, update_norm = jax.lax.cond(ok, update, keep, params, opt_state, grads)
-  grad_norm = jnp.where(ok, norm, 0.0)
+  ok = jnp.isfinite(loss) & _all_finite(grads) & _all_finite(updates) & learns
+  keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
+  grad_norm = jnp.where(ok, optax.tree.norm(grads), 0.0)
   metrics = {
     **metrics,
     "loss": jnp.where(jnp.isfinite(loss), loss, 0.0),
     "grad_norm": grad_norm,
     "grad_clipped": ((grad_norm > max_grad_norm) & (max_grad_norm > 0)).astype(jnp.float32),
-    "update_norm": update_norm,
+    "update_norm": jnp.where(ok, optax.tree.norm(updates), 0.0),
     "skipped": (~ok).astype(jnp.int32),
     "empty": (~learns).astype(jnp.int32),
   }
-  return new_params, new_opt, metrics
+  return keep(new_params, params), keep(new_opt, opt_state), metrics
 
 
 def minibatch_updates(

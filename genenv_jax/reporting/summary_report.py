@@ -209,6 +209,22 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
   return out
 
 
+def perf_line(summary: dict[str, Any]) -> str | None:
+  """A step's time (median over the logged spans, and the first span's, which holds the compile) and the run's peak
+  resident memory, from summary.json's `perf`; None for a run that recorded neither."""
+  perf = summary.get("perf") or {}
+  spans = [float(sec) for _, sec in perf.get("step_s", [])]
+  parts = []
+  if spans:
+    parts.append(
+      f"a step {float(np.median(spans)):.2f} s (median of {len(spans)} logged spans; the first, compile included, "
+      f"{spans[0]:.2f} s)"
+    )
+  if perf.get("host_peak_memory_gib"):
+    parts.append(f"peak resident memory {perf['host_peak_memory_gib']:.2f} GiB (the largest of the run's processes)")
+  return "time and memory: " + "; ".join(parts) if parts else None
+
+
 def format_report(summary: dict[str, Any]) -> str:
   """The printed end-of-run summary: wall time, the three phenomena (each "shown" / "not shown" with its test)."""
   ph = summary.get("phenomena") or phenomena(summary)
@@ -216,8 +232,10 @@ def format_report(summary: dict[str, Any]) -> str:
   lines = [
     f"finished at step {summary.get('final_step')} in {summary.get('wall_time_s', 0.0):.0f} s "
     f"(warm start {summary.get('warm_start', {}).get('seconds', 0.0):.0f} s)",
-    f"the paper's three phenomena ({ph['window']}):",
   ]
+  perf = perf_line(summary)
+  lines += [perf] if perf else []
+  lines.append(f"the paper's three phenomena ({ph['window']}):")
   a = ph.get("a_p_hat_into_band")
   if a:
     lo, hi = a["band"]

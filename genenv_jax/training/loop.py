@@ -281,6 +281,12 @@ class Summary:
       "warm_start": old.get("warm_start", {}),
       "wall_time_s": old.get("wall_time_s", 0.0),
       "config_changes": old.get("config_changes", []),
+      # [step, seconds per step] of each logged span (PhaseTimes' `step`: the jitted step and its rows), and the
+      # largest peak resident memory of the processes that ran it (log_tags.host_peak_memory_gib)
+      "perf": {
+        "step_s": [p for p in old.get("perf", {}).get("step_s", []) if p[0] <= (resume_step or 0)],
+        "host_peak_memory_gib": old.get("perf", {}).get("host_peak_memory_gib", 0.0),
+      },
     }
     if changes:
       record = {key: {"saved": a, "now": b} for key, (a, b) in changes.items()}
@@ -608,7 +614,9 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
         write_unwritten()
       summary.write()
     if logged:  # this step's phases included: the figures of step N describe steps up to N
-      log_tags.log_perf(writer, run, step, host, timings.per_step())
+      seconds = timings.per_step()
+      summary.data["perf"]["step_s"].append([step, seconds["step"]])
+      log_tags.log_perf(writer, run, step, host, seconds)
       timings = PhaseTimes()
     writer.flush()  # a remote (gs://) logdir uploads only what changed, so TensorBoard follows the run live
     if preempted:
@@ -619,14 +627,22 @@ def _run_steps(config, run, state, eval_fn, checkpointer, summary, guard, writer
     checkpointer.wait()
   writer.flush()
   jax.block_until_ready(state)
+  _close_summary(summary, state, started)
+  checkpointer.close()
+  writer.close()
+  return summary.data
+
+
+def _close_summary(summary: Summary, state: Any, started: float) -> None:
+  """The end-of-run figures of summary.json (wall time, the final step, skipped updates, the peak memory, the
+  phenomena), written."""
   summary.data["wall_time_s"] = summary.data.get("wall_time_s", 0.0) + (time.time() - started)
   summary.data["final_step"] = int(jax.device_get(state.step))
   summary.data["skipped_updates"] = {  # skipped updates, as TensorBoard's agent/skipped_updates, env/skipped_updates
     "agent": int(jax.device_get(state.skipped_agent)),
     "env": int(jax.device_get(state.skipped_env)),
   }
+  perf = summary.data["perf"]
+  perf["host_peak_memory_gib"] = max(perf["host_peak_memory_gib"], log_tags.host_peak_memory_gib())
   summary.data["phenomena"] = phenomena(summary.data)
   summary.write()
-  checkpointer.close()
-  writer.close()
-  return summary.data

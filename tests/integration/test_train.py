@@ -154,6 +154,10 @@ def test_cli_smoke_run_writes_events_checkpoint_and_summary(tmp_path):
   if any(r["curriculum/invalid_frac"] < 1 for r in summary["steps"]):  # histograms are over valid generated tasks only
     assert {"curriculum/p_hat", "curriculum/difficulty"} <= set(tags["histograms"])
   assert summary["config"]["total_steps"] == 3 and summary["wall_time_s"] > 0
+  # each logged span's seconds per step (steps 2 and 3 logged) and the process's peak memory, printed at the end
+  perf = summary["perf"]
+  assert [s for s, _ in perf["step_s"]] == [2, 3] and all(sec > 0 for _, sec in perf["step_s"])
+  assert 0.1 < perf["host_peak_memory_gib"] < 64 and "time and memory: a step" in out and "peak resident" in out
   # TensorBoard gets one step in log_every (and the last); summary.json, which the verdicts read, gets every step
   assert [s for s, _ in read_scalars(str(tmp_path / "tensorboard"))["agent/reward_mean"]] == [2, 3]
   assert [r["step"] for r in summary["steps"]] == [1, 2, 3]

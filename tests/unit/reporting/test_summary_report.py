@@ -206,3 +206,14 @@ def test_a_summary_written_before_the_step_names_is_read_under_them():
   assert read == json.loads(json.dumps(today))
   assert format_report(read) == format_report(today) and "agent reward (training tasks)" in format_report(read)
   assert parse_summary('{"config": {}}') == {"config": {}}  # nothing to rename
+
+
+def test_the_perf_line_gives_the_median_step_the_first_span_and_the_peak_memory():
+  from genenv_jax.reporting.summary_report import perf_line
+
+  s = {"perf": {"step_s": [[5, 9.0], [10, 2.0], [15, 3.0], [20, 2.5]], "host_peak_memory_gib": 5.25}}
+  line = perf_line(s)
+  assert "a step 2.75 s (median of 4 logged spans; the first, compile included, 9.00 s)" in line
+  assert "peak resident memory 5.25 GiB" in line
+  assert perf_line({}) is None and perf_line({"perf": {"step_s": [], "host_peak_memory_gib": 0.0}}) is None
+  assert "time and memory" in format_report({**s, "final_step": 20, "evals": [], "steps": []})

@@ -56,3 +56,15 @@ def test_a_run_resumes_over_a_summary_written_before_the_step_names(tmp_path):
   summary.write()
   rows = json.loads(path.read_text())["steps"]  # one set of names in the file from now on
   assert all(set(r) <= {"step", *SUMMARY_KEYS} for r in rows) and rows[-1] == {"step": 3, "curriculum/p_hat_mean": 0.75}
+
+
+def test_a_resumed_run_keeps_the_perf_figures_of_the_steps_it_keeps(tmp_path):
+  """summary.json's `perf`: the spans up to the checkpoint resumed from are kept, later ones dropped (their steps run
+  again), and the peak memory of the earlier process stays until a larger one replaces it at the end."""
+  path = tmp_path / "summary.json"
+  old = {"steps": [], "evals": [], "perf": {"step_s": [[5, 2.0], [10, 1.0], [15, 1.5]], "host_peak_memory_gib": 3.5}}
+  path.write_text(json.dumps(old))
+  summary = Summary(str(path), get_config("smoke"), resume_step=10)
+  assert summary.data["perf"] == {"step_s": [[5, 2.0], [10, 1.0]], "host_peak_memory_gib": 3.5}
+  fresh = Summary(str(tmp_path / "new.json"), get_config("smoke"), resume_step=None)
+  assert fresh.data["perf"] == {"step_s": [], "host_peak_memory_gib": 0.0}

@@ -213,3 +213,17 @@ def test_several_directories_need_distinct_names_and_an_output(tmp_path):
     compare.load_runs([str(tmp_path / "a/sweep"), str(tmp_path / "b/sweep")])
   with pytest.raises(ValueError, match="--out=DIR"):
     compare.write_report([str(tmp_path / "a/sweep"), str(tmp_path / "b/sweep")])
+
+
+def test_a_run_still_going_or_stopped_early_is_left_out(tmp_path):
+  """summary.json is rewritten at every step: a running run's (no final_step) or a preempted one's (final_step below
+  total_steps) is no result, and the report leaves it out."""
+  running = fake_summary(1, 0.5, 0.2, [0.5] * 8)
+  del running["final_step"]
+  stopped = {**fake_summary(2, 0.5, 0.2, [0.5] * 8), "final_step": 5}
+  write_runs(
+    tmp_path,
+    {("coevolve", 0): fake_summary(0, 0.5, 0.7, [0.5] * 8), ("coevolve", 1): running, ("coevolve", 2): stopped},
+  )
+  assert list(compare.load_runs(str(tmp_path))["coevolve"]) == [0]
+  assert not compare.finished(running) and not compare.finished(stopped)

@@ -3,11 +3,11 @@
   python -m genenv_jax.compare DIR [--baseline=VARIANT]
   python -m genenv_jax.compare DIR1 DIR2 ... --out=DIR [--baseline=VARIANT]
 
-Reads DIR/runs/VARIANT_sSEED/summary.json (genenv_jax.sweep) of the finished runs (`finished`) and writes
-DIR/report.md, DIR/report.json and PNG plots (matplotlib) DIR/report_*.png. With several sweep directories (the same
-seeds under two XLA ISAs, say, each a stand-in for another machine), every run is one unit named `DIRNAME/sSEED`
-(DIRNAME the directory's base name, which must differ between them), units pair across variants by that name, and
-the report goes to --out. Per variant:
+Reads DIR/runs/VARIANT_sSEED/summary.json (genenv_jax.sweep) of the finished runs (summary_report.finished) and
+writes DIR/report.md, DIR/report.json and PNG plots (matplotlib) DIR/report_*.png. With several sweep directories
+(the same seeds under two XLA ISAs, say, each a stand-in for another machine), every run is one unit named
+`DIRNAME/sSEED` (DIRNAME the directory's base name, which must differ between them), units pair across variants by
+that name, and the report goes to --out. Per variant:
   - final held-out accuracy (last evaluation) and later-half accuracy (mean of the later half of the evaluations),
     each as mean ± sample std (ddof=1) over seeds;
   - the p̂ trajectory (mean over seeds per step) and the fraction of the later half's steps with p̂ in the band
@@ -41,7 +41,7 @@ from absl import app, flags
 from genenv_jax import cli
 from genenv_jax.reporting import metric_table as mt
 from genenv_jax.reporting import stats
-from genenv_jax.reporting.summary_report import parse_summary, phenomena
+from genenv_jax.reporting.summary_report import finished, parse_summary, phenomena
 
 TRAJECTORIES = mt.FRESH_PLOTS  # summary.json row keys (the step's metric names) -> plot title: the env's tasks
 
@@ -51,8 +51,8 @@ Unit = int | str  # a seed (one sweep directory), or "DIRNAME/sSEED" (several)
 
 def load_runs(workdirs: str | Sequence[str]) -> dict[str, dict[Unit, dict[str, Any]]]:
   """{variant: {unit: summary}} from DIR/runs/VARIANT_sSEED/summary.json (`parse_summary`: an older run's rows under
-  today's names); runs without a summary, or not finished (`finished`), are left out. One directory: units are the
-  seeds; several: "DIRNAME/sSEED" (module docstring)."""
+  today's names); runs without a summary, or not finished (summary_report.finished), are left out. One directory:
+  units are the seeds; several: "DIRNAME/sSEED" (module docstring)."""
   if isinstance(workdirs, str):
     return _load_dir(workdirs)
   names = [os.path.basename(os.path.normpath(d)) for d in workdirs]
@@ -63,14 +63,6 @@ def load_runs(workdirs: str | Sequence[str]) -> dict[str, dict[Unit, dict[str, A
     for variant, by_seed in _load_dir(d).items():
       out.setdefault(variant, {}).update({f"{name}/s{seed}": r for seed, r in by_seed.items()})
   return out
-
-
-def finished(summary: dict[str, Any]) -> bool:
-  """Whether a run's summary.json is that of a finished run: the loop writes `final_step` at its end, and a run
-  stopped early (a preemption) ends below the config's total_steps. A running or stopped run's summary, rewritten at
-  every step, is left out of the report rather than read as a result."""
-  total = summary.get("config", {}).get("total_steps")
-  return "final_step" in summary and (total is None or int(summary["final_step"]) >= int(total))
 
 
 def unit_order(unit: Unit) -> tuple[str, int]:

@@ -88,13 +88,13 @@ def run_dir(workdir: str, spec: RunSpec) -> str:
 
 def is_finished(path: str) -> bool:
   """Whether the run in `path` has a summary.json whose final step reached the config's total_steps."""
+  from genenv_jax.reporting.summary_report import finished
+
   try:
     with open(os.path.join(path, "summary.json")) as f:
-      s = json.load(f)
+      return finished(json.load(f))
   except (OSError, ValueError):
     return False
-  final = s.get("final_step")
-  return final is not None and final >= s.get("config", {}).get("total_steps", float("inf"))
 
 
 def split_config(config: str) -> tuple[str, str]:

@@ -209,6 +209,15 @@ def phenomena(summary: dict[str, Any], stay_frac: float = STAY_FRAC) -> dict[str
   return out
 
 
+def finished(summary: dict[str, Any]) -> bool:
+  """Whether a run's summary.json is a finished run's: the loop writes `final_step` at the end, at or past the
+  config's total_steps. A running run's summary (rewritten at every step) has none; a run stopped early (a
+  preemption) ends below total_steps. The sweep starts again whatever is not finished, and the sweep report reads
+  nothing else."""
+  final = summary.get("final_step")
+  return final is not None and final >= summary.get("config", {}).get("total_steps", float("inf"))
+
+
 def perf_line(summary: dict[str, Any]) -> str | None:
   """A step's time (median over the logged spans, and the first span's, which holds the compile) and the run's peak
   resident memory, from summary.json's `perf`; None for a run that recorded neither."""

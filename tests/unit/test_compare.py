@@ -226,4 +226,3 @@ def test_a_run_still_going_or_stopped_early_is_left_out(tmp_path):
     {("coevolve", 0): fake_summary(0, 0.5, 0.7, [0.5] * 8), ("coevolve", 1): running, ("coevolve", 2): stopped},
   )
   assert list(compare.load_runs(str(tmp_path))["coevolve"]) == [0]
-  assert not compare.finished(running) and not compare.finished(stopped)

@@ -217,3 +217,12 @@ def test_the_perf_line_gives_the_median_step_the_first_span_and_the_peak_memory(
   assert "peak resident memory 5.25 GiB" in line
   assert perf_line({}) is None and perf_line({"perf": {"step_s": [], "host_peak_memory_gib": 0.0}}) is None
   assert "time and memory" in format_report({**s, "final_step": 20, "evals": [], "steps": []})
+
+
+def test_a_run_is_finished_when_its_final_step_reaches_total_steps():
+  from genenv_jax.reporting.summary_report import finished
+
+  assert finished({"final_step": 8, "config": {"total_steps": 8}})
+  assert not finished({"final_step": 5, "config": {"total_steps": 8}})  # stopped early (a preemption)
+  assert not finished({"config": {"total_steps": 8}, "steps": [{"step": 3}]})  # still running: no final_step
+  assert not finished({"final_step": 8})  # no saved config: nothing says it is done

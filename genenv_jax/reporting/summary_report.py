@@ -214,8 +214,8 @@ def finished(summary: dict[str, Any]) -> bool:
   config's total_steps. A running run's summary (rewritten at every step) has none; a run stopped early (a
   preemption) ends below total_steps. The sweep starts again whatever is not finished, and the sweep report reads
   nothing else."""
-  final = summary.get("final_step")
-  return final is not None and final >= summary.get("config", {}).get("total_steps", float("inf"))
+  final, total = summary.get("final_step"), summary.get("config", {}).get("total_steps")
+  return final is not None and total is not None and final >= total
 
 
 def perf_line(summary: dict[str, Any]) -> str | None:

@@ -274,6 +274,7 @@ class Summary:
     self.path = str(path)
     old = parse_summary(self._read()) if resume_step is not None and self._exists() else {}  # older names too
     keep = lambda rows: [r for r in rows if r["step"] <= (resume_step or 0)]  # noqa: E731
+    old_perf = old.get("perf", {})
     self.data = {
       "config": json.loads(config.to_json_best_effort()),
       "steps": keep(old.get("steps", [])),
@@ -284,8 +285,8 @@ class Summary:
       # [step, seconds per step] of each logged span (PhaseTimes' `step`: the jitted step and its rows), and the
       # largest peak resident memory of the processes that ran it (log_tags.host_peak_memory_gib)
       "perf": {
-        "step_s": [p for p in old.get("perf", {}).get("step_s", []) if p[0] <= (resume_step or 0)],
-        "host_peak_memory_gib": old.get("perf", {}).get("host_peak_memory_gib", 0.0),
+        "step_s": [p for p in old_perf.get("step_s", []) if p[0] <= (resume_step or 0)],
+        "host_peak_memory_gib": old_perf.get("host_peak_memory_gib", 0.0),
       },
     }
     if changes:

@@ -32,7 +32,10 @@ import ml_collections
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]  # genenv_jax/
 
 # Config keys (dotted) that the warm start does not read: the run's schedule and checkpoints, what the step does after
-# the warm start (env.train, the pools), and the mode, of which only "is the env warmed" (not plain GRPO) matters.
+# the warm start (env.train, the pools, both models' RL updates: GRPO's settings but the group size G, which fixes
+# the p̂ values the env's warm start shows; the env's loss, KL and prompts per step; both optimizers, the SFT's being
+# warm_start.lr), and the mode, of which only "is the env warmed" (not plain GRPO) matters. So a screen of an update
+# setting reads back the warm start its sweep kept.
 IGNORED = (
   "total_steps",
   "checkpoint_every",
@@ -43,6 +46,13 @@ IGNORED = (
   "mode",
   "env.train",
   "pools",
+  *(
+    f"agent.grpo.{key}"
+    for key in ("advantage", "clip_low", "clip_high", "kl_coef", "kl_estimator", "entropy_coef", "loss_agg", "minibatches")
+  ),
+  "agent.optimizer",
+  *(f"env.{key}" for key in ("objective", "num_seeds", "samples_per_seed", "kl_coef", "max_kl", "kl_cap_mode")),
+  "env.optimizer",
 )
 
 

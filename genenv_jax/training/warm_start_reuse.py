@@ -46,10 +46,9 @@ IGNORED = (
   "mode",
   "env.train",
   "pools",
-  *(
-    f"agent.grpo.{key}"
-    for key in ("advantage", "clip_low", "clip_high", "kl_coef", "kl_estimator", "entropy_coef", "loss_agg", "minibatches")
-  ),
+  *(f"agent.grpo.{key}" for key in ("advantage", "clip_low", "clip_high", "kl_coef", "kl_estimator", "entropy_coef")),
+  "agent.grpo.loss_agg",
+  "agent.grpo.minibatches",
   "agent.optimizer",
   *(f"env.{key}" for key in ("objective", "num_seeds", "samples_per_seed", "kl_coef", "max_kl", "kl_cap_mode")),
   "env.optimizer",

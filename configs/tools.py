@@ -16,6 +16,7 @@ import ml_collections
 
 from configs.default import POOLED_MIX, shrink_models
 from configs.default import get_config as default_config
+from genenv_jax.coevolution.settings import EnvSettings
 
 # name -> (agent_prompt_len, agent_answer_len, env_prompt_len, env_output_len, spec_len, success_threshold);
 # env_prompt_len = the env instruction's tokens (about 200-300 here) + env_output_len, rounded up
@@ -70,6 +71,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.pools.train_capacity = 512
   c.pools.env_capacity = 512
   c.pools.env_seed_mix = POOLED_MIX  # prompts from D_env as well, as the runs of docs/EXPERIMENTS.md were measured
+  c.env.kl_coef = EnvSettings.kl_coef  # the settings' 0.001, as those runs were measured; the demo's 0.5 is the toy's
   if extra == "demo":
     _demo(c)
   return c

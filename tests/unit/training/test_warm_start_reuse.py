@@ -22,7 +22,7 @@ def test_the_fingerprint_ignores_what_comes_after_the_warm_start_and_nothing_els
   assert key(base) == key(tiny_config(**{"env.train": False})) == key(static)
   assert key(base) == key(tiny_config(total_steps=7, eval_every=3))
   # the RL updates' settings (a screen of one reads back its sweep's warm start), but not G or the curriculum
-  updates = {"agent.grpo.kl_coef": 0.2, "agent.grpo.minibatches": 1, "agent.optimizer.lr": 3e-5, "env.kl_coef": 0.01}
+  updates = {"agent.grpo.kl_coef": 0.2, "agent.grpo.minibatches": 2, "agent.optimizer.lr": 3e-5, "env.kl_coef": 0.01}
   updates.update({"env.max_kl": 0.2, "env.optimizer.lr": 1e-3, "env.objective": "pg", "env.samples_per_seed": 4})
   assert key(base) == key(tiny_config(**updates))
   assert key(base) != key(tiny_config(**{"agent.grpo.group_size": 6}))  # fixes the p̂ values the env's SFT shows

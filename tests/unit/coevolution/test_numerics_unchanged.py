@@ -12,13 +12,20 @@ another (an AVX-512 host; this AVX2 host too), and it never saw the warm start, 
 (sampler.policy_logprobs: log π = z_y - logsumexp(z) in place of log_softmax(z)[y], the same maths rounded otherwise;
 docs/EXPERIMENTS.md, "The demo across machines").
 
-The default case is the demo's config with a shorter warm start and 3 steps (50 + 5 SFT steps, 3 co-evolution steps;
-until 2026-12-06 100 + 20 and 10; the digest run 183 s -> 88 s on the 2-core host at load average 9): the same code
-paths with the same data behind them. Measured at both lengths (numerics_digest.digests' loop, printing each step's
-metrics beside its digest): the agent's GRPO update has a signal at every step (groups_without_signal_frac 0.56-0.88
-over the 10 steps, 0.81-0.94 over the 3; step 1's learning rate is 0 under the warm-up, the later steps move the
-agent), every env task is invalid at every step (invalid_frac 1.0: the env's update is skipped at both lengths), and
-D_train and D_env hold the base seeds only."""
+The default case is the demo's config with a shorter warm start and 3 steps (50 + 80 SFT steps, 3 co-evolution
+steps), and the α band moved down to α ± k_min = 0.1 ± 0.1, so that the env's update runs: the same code paths with the
+same data behind them. Until 2026-12-07 it was 50 + 5 SFT steps at α = 0.5 (before 2026-12-06 100 + 20 and 10 steps),
+and every env task was invalid at every step: the env's update was skipped, its KL term had no gradient (the env still
+equalled its reference), and a change of the env's loss left every digest as it was (a change of env.kl_coef, 0.001 ->
+0.5, passed the guard). Measured with the case's flags (numerics_digest.digests' loop, printing each step's
+metrics): 38-44% of the env's tasks invalid, p̂ 0.015-0.03 after 50 agent SFT steps, inside the moved
+band, so RWR keeps 18-20 of the 32 tasks at every step; the env's update norm 0 at step 1 (the learning-rate warm-up
+starts at 0), 0.018 at step 2, 0.033 at step 3; its KL to its initial model 0.0011 at step 3, so its KL term has a
+gradient there; the agent's GRPO update has a signal at every step (groups_without_signal_frac 0.72-0.88).
+`env.kl_coef=0.49` (against 0.5) leaves the warm start and steps 1-2 as they are and moves step 3's digest (149 s a
+run on the 2-core host beside two other jobs: too slow to check in CI, which checks the same on the tiny case). The
+tiny case's env warm start is 100 steps (was 3, where every env task was invalid too): 75%, 88% and 100% of its tasks
+invalid at steps 1-3, its PG update moves the env from step 2."""
 
 import json
 import os
@@ -42,32 +49,38 @@ TINY_PG = {
   "pools.env_admits": "valid",
 }
 CASES = {
-  "default": ["--config=configs/default.py", "--agent_steps=50", "--env_steps=5", "--steps=3"],
+  "default": [
+    "--config=configs/default.py",
+    "--agent_steps=50",
+    "--env_steps=80",
+    "--steps=3",
+    "--set=env.curriculum.alpha=0.1",
+  ],
   "tiny_pg": [
     "--config=configs/default.py:smoke+tiny",
     "--agent_steps=3",
-    "--env_steps=3",
-    "--steps=2",
+    "--env_steps=100",
+    "--steps=3",
     *(f"--set={k}={v}" for k, v in {**TINY, **TINY_PG}.items() if not k.startswith("warm_start.")),
   ],
 }
-# tiny_pg: taken at the commit that added this test (on 29197c3's step, which the LoRA and GGUF merges left
-# bit-identical); default: retaken at 8d19c16 for the shorter case (`python -m genenv_jax.scripts.numerics_digest
-# --agent_steps=50 --env_steps=5 --steps=3`; the step's code unchanged since the references above were taken).
+# Both retaken on 2026-12-07 for the cases' longer env warm start (the step's code unchanged since 8d19c16, where the
+# previous references were taken): `python -m genenv_jax.scripts.numerics_digest` with each case's flags.
 REFERENCE = {
   "default": {
-    "warm_start": "4141b34bdf12dbf4be7030f04419d092a8f063c3bf49c9e8cc9a227a233cd58f",
+    "warm_start": "dc8b2b152b4b2f0332f0e8ebb344f60a39d9e1322dbe5093fde24f7be5435262",
     "steps": [
-      "9627c0fd23794529748060cbf41703384b3cf79d8333a098c820c98c611f8eeb",
-      "9a9ce866150855cba5afaabf10bc225da7fc601e4f9e100786e69f5d9e49279b",
-      "bf9ed61b5f15e3be425bfc326321e8e111520cd837e4174e5a7b671ecced05b4",
+      "bcc6205b0937bd75c0b9a8750d5acf2f4d9009b1dda007b5f712eeae04f2e44b",
+      "4f6089bc2032c2aed18b709fac1c0ffa22e301c39965aa875fc2e572782b8e6a",
+      "208c1e3c08ea652f9e3578ff850af2dd1942e3aefb2411a7faccde4f89efc89c",
     ],
   },
   "tiny_pg": {
-    "warm_start": "ec19853f876850809d338bc4c97eb0caaa6fe1f6f69cfcf379d3e1e0b7efc5d2",
+    "warm_start": "3c5961a135b9efa2bada5ec194a6c890fa033935077f611d8569fa5496594976",
     "steps": [
-      "2342b4443eea0028d644c5e313abdce878a023208a15aaf2636d418c159d9d66",
-      "d437bd8a27a280dc71f4ed8afaa11a00eac64be3096d001f6cf0cc6755e4176d",
+      "36c6185909eae4dedc31d0c6d5b9d8937ee6c7f0c595f3889f08d92a974e7932",
+      "b589547a0d604b1c717e1a5e8329f95f1b36d17f78ffd4c8375ad9df5c35ee73",
+      "50ad965c7fd22bfe3fd0379cccb1f6c7bf11409d7eeea88b1dfe5cb73db6cb5f",
     ],
   },
 }
@@ -96,13 +109,15 @@ def test_digests_equal_the_references(name):
   assert digests(CASES[name]) == REFERENCE[name]
 
 
-def test_a_change_to_the_step_moves_the_step_digests_only():
-  """A tiny entropy bonus is read by the agent's update, not by the warm start: the warm-started state keeps its
-  digest, and the state after the last step does not, so the guard sees a change of the step's numerics however
-  small. (The first step cannot show it: the learning-rate warm-up starts at 0. A change of a learning rate would
-  not do either: in the tiny run's first steps every group's rewards are equal, so the policy-gradient updates are
-  zero at any rate; an entropy bonus always has a gradient.)"""
-  moved = digests([*CASES["tiny_pg"], "--set=agent.grpo.entropy_coef=1e-6"])
+@pytest.mark.parametrize("change", ["agent.grpo.entropy_coef=1e-6", "env.kl_coef=0.49"])
+def test_a_change_to_the_step_moves_the_step_digests_only(change):
+  """A change read by the agent's update (a tiny entropy bonus) or by the env's (its KL coefficient, 0.5 -> 0.49), not
+  by the warm start: the warm-started state keeps its digest, and the state after the last step does not, so the guard
+  sees a change of either model's update however small. (A change of a learning rate would not do: in the tiny run's
+  first steps every agent group's rewards are equal, so its policy-gradient updates are zero at any rate; an entropy
+  bonus always has a gradient. The env's KL term has one from step 3: step 1's learning rate is 0 under the warm-up,
+  so the env first leaves its reference in step 2.)"""
+  moved = digests([*CASES["tiny_pg"], f"--set={change}"])
   assert moved["warm_start"] == REFERENCE["tiny_pg"]["warm_start"]
   assert moved["steps"][-1] != REFERENCE["tiny_pg"]["steps"][-1]
 

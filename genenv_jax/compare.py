@@ -25,7 +25,8 @@ two-level bootstrap: seeds, then items within each seed) lies above 0. The seed 
 gaps) is reported beside it and does not decide: with two or three seeds it is itself noise, so "the gap exceeds the
 seed std" calls gaps shown whose CI reaches below 0. The claimed order GenEnv > GenEnv-Random > Static is tested link
 by link the same way, on the later-half scores. A gap whose CI lies below 0 says so ("not shown: reversed, ABLATION
-ahead beyond the noise").
+ahead beyond the noise"). The same gap at each evaluation step that every run of both variants has (`gaps_by_step`)
+says at what budget a gap appears and whether it holds once it has.
 """
 
 from __future__ import annotations
@@ -168,16 +169,20 @@ def _windows(summary: dict[str, Any], key: str) -> tuple[float, float, float] | 
   return float(np.mean(values[: n // 4])), float(np.mean(values[n // 2 :])), float(np.mean(values[-(n // 4) :]))
 
 
-def item_scores(summary: dict[str, Any], window: str = "final") -> list[float] | None:
-  """Per held-out item: its 0/1 score at the last evaluation ("final"), or its mean score over the later half of the
-  evaluations ("later_half": several evaluations of one run, so less of the evaluation's own noise)."""
+def item_scores(summary: dict[str, Any], window: str | int = "final") -> list[float] | None:
+  """Per held-out item: its 0/1 score at the last evaluation ("final"), at the evaluation of step `window` (an int;
+  None when the run has none there), or its mean score over the later half of the evaluations ("later_half": several
+  evaluations of one run, so less of the evaluation's own noise)."""
   ev = [e for e in summary.get("evals", []) if e.get("correct") is not None]
   if not ev:
     return None
+  if isinstance(window, int) and not isinstance(window, bool):
+    at = [e for e in ev if e.get("step") == window]
+    return [float(c) for c in at[-1]["correct"]] if at else None
   if window == "final":
     return [float(c) for c in ev[-1]["correct"]]
   if window != "later_half":
-    raise ValueError(f"window must be 'final' or 'later_half', got {window!r}")
+    raise ValueError(f"window must be 'final', 'later_half' or an evaluation step (int), got {window!r}")
   late = ev[len(ev) // 2 :]
   if len({len(e["correct"]) for e in late}) != 1:
     return None
@@ -185,7 +190,7 @@ def item_scores(summary: dict[str, Any], window: str = "final") -> list[float] |
 
 
 def paired_gap(
-  runs: dict[str, dict[Unit, dict[str, Any]]], a: str, b: str, n_boot: int = 2000, window: str = "final"
+  runs: dict[str, dict[Unit, dict[str, Any]]], a: str, b: str, n_boot: int = 2000, window: str | int = "final"
 ) -> dict[str, Any]:
   """Variant a minus variant b on the seeds both ran, paired by seed and item (module docstring)."""
   seeds = sorted(set(runs[a]) & set(runs[b]), key=unit_order)
@@ -233,6 +238,25 @@ def paired_gaps(
   return {
     other: paired_gap(runs, baseline, other, n_boot, window) for other in sorted(v for v in runs if v != baseline)
   }
+
+
+def eval_steps(summaries: Sequence[dict[str, Any]]) -> list[int]:
+  """The evaluation steps with per-item scores that every one of `summaries` has, in order."""
+  sets = [{e["step"] for e in s.get("evals", []) if e.get("correct") is not None} for s in summaries]
+  return sorted(set.intersection(*sets)) if sets else []
+
+
+def gaps_by_step(
+  runs: dict[str, dict[Unit, dict[str, Any]]], baseline: str, n_boot: int = 2000
+) -> dict[str, list[dict[str, Any]]]:
+  """baseline minus each other variant at each evaluation step that every run of both has, step 0 left out (both
+  start from the same warm start there): paired_gap on that evaluation's 0/1 scores, a row per step."""
+  out = {}
+  for other in sorted(v for v in runs if v != baseline):
+    seeds = set(runs[baseline]) & set(runs[other])
+    steps = eval_steps([runs[v][s] for v in (baseline, other) for s in seeds])
+    out[other] = [{"step": st, **paired_gap(runs, baseline, other, n_boot, st)} for st in steps if st > 0]
+  return out
 
 
 def _fmt(ms: dict[str, float] | None, digits: int = 3) -> str:
@@ -322,6 +346,16 @@ def markdown(report: dict[str, Any]) -> str:
       "|---|---|---|---|---|---|---|",
     ]
     lines += [f"| {o['better']} " + _gap_row(o["worse"], o) for o in report["ordering"]]
+  by_step = {v: rows for v, rows in report.get("gaps_by_step", {}).items() if rows}
+  if by_step:
+    lines += [
+      "",
+      f"## {report['baseline']} minus each ablation at each evaluation (when a gap appears, and whether it holds)",
+      "",
+      "| ablation | step | seeds | gap | 95% CI | seed std | verdict |",
+      "|---|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {v} " + _gap_row(str(r["step"]), r) for v, rows in by_step.items() for r in rows]
   lines += ["", f"Test: {next(iter(report['gaps'].values()), {}).get('test', '')}", ""]
   lines += [f"![{name}]({os.path.basename(path)})" for name, path in report.get("plots", {}).items()]
   return "\n".join(lines) + "\n"
@@ -382,6 +416,7 @@ def build_report(workdir: str | Sequence[str], baseline: str | None = None, n_bo
     "gaps": paired_gaps(runs, baseline, n_boot) if len(runs) > 1 else {},
     "gaps_later_half": paired_gaps(runs, baseline, n_boot, "later_half") if len(runs) > 1 else {},
     "ordering": ordering(runs, n_boot),
+    "gaps_by_step": gaps_by_step(runs, baseline, n_boot) if len(runs) > 1 else {},
   }
   report["tasks_in_band_vs_random"] = tasks_in_band_vs_random(report["variants"])
   return report

@@ -226,3 +226,32 @@ def test_a_run_still_going_or_stopped_early_is_left_out(tmp_path):
     {("coevolve", 0): fake_summary(0, 0.5, 0.7, [0.5] * 8), ("coevolve", 1): running, ("coevolve", 2): stopped},
   )
   assert list(compare.load_runs(str(tmp_path))["coevolve"]) == [0]
+
+
+def _with_eval_at(summary, step, correct):
+  """summary with one more per-item evaluation at `step`, inserted in step order."""
+  ev = {"step": step, "accuracy": float(np.mean(correct)), "n": len(correct), "correct": list(correct)}
+  summary["evals"] = sorted(summary["evals"] + [ev], key=lambda e: e["step"])
+  return summary
+
+
+def test_gap_at_each_evaluation_says_when_it_appears(tmp_path):
+  table = {}
+  for s in range(3):
+    co = fake_summary(s, 0.5, 0.70, [0.5] * 8)
+    rnd = fake_summary(s, 0.5, 0.60, [0.9] * 8)
+    same = fake_summary(s, 0.5, 0.60, [0.5] * 8)["evals"][-1]["correct"]  # step 4: both score the same items
+    table[("coevolve", s)] = _with_eval_at(co, 4, same)
+    table[("random", s)] = _with_eval_at(rnd, 4, same)
+  table[("random", 0)] = _with_eval_at(table[("random", 0)], 6, same)  # a step the other runs lack: left out
+  write_runs(tmp_path, table)
+  text = compare.write_report(str(tmp_path), n_boot=300, plots=False)
+  rows = json.loads((tmp_path / "report.json").read_text())["gaps_by_step"]["random"]
+  assert [r["step"] for r in rows] == [4, 8]  # step 0 (the shared start) and step 6 (not in every run) left out
+  assert rows[0]["mean"] == 0 and rows[0]["verdict"] == "not shown"
+  assert rows[1]["mean"] == pytest.approx(0.10, abs=0.002) and rows[1]["verdict"] == "shown"
+  assert "at each evaluation" in text and "| random | 8 | 3 | +0.100" in text
+  assert compare.item_scores(table[("random", 0)], 6) == [float(c) for c in same]
+  assert compare.item_scores(table[("random", 1)], 6) is None
+  with pytest.raises(ValueError, match="an evaluation step"):
+    compare.item_scores(table[("random", 1)], "middle")

@@ -18,6 +18,8 @@ that name, and the report goes to --out. Per variant:
     quarter of the steps, and the generated difficulty (first and last quarter).
   - on how many units rules (b) and (c) of summary_report hold, each and both, and how many runs end with held-out
     accuracy more than 2 binomial SE, 2·sqrt(p₀(1 - p₀)/n), below their first evaluation p₀ (the forgetting check).
+  - what the runs cost, where every run recorded it: seconds per step (the median of summary.json's logged spans),
+    wall time per run, the warm start's seconds and the peak resident memory (`cost_figures`).
 GenEnv (`--baseline`) minus each ablation: per-item scores paired by seed and item ([seeds, items]), through
 `stats.paired_difference` (two-level bootstrap over seeds and items), on the final evaluation's 0/1 scores and on
 each item's mean score over the later half of the evaluations. The gap is "shown" only when its paired 95% CI (the
@@ -147,7 +149,33 @@ def variant_figures(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
   drops = [ends_below_start(r) for r in runs]
   if all(d is not None for d in drops):
     out["ends_below_start"] = [u for u, d in zip(seeds, drops) if d]
+  out.update(cost_figures(runs))
   out["trajectories"] = {k: trajectory(runs, k) for k in TRAJECTORIES}
+  return out
+
+
+def step_seconds(summary: dict[str, Any]) -> float | None:
+  """Median wall seconds per co-evolution step over the run's logged spans (summary.json's `perf.step_s`, each span's
+  seconds per step: the jitted step and its rows, not evaluations or checkpoints); the median, so that the spans that
+  compiled (the first, and the first after a resume) do not count. None for a run that recorded none."""
+  spans = [float(seconds) for _, seconds in summary.get("perf", {}).get("step_s", [])]
+  return float(np.median(spans)) if spans else None
+
+
+def cost_figures(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+  """What a variant's runs cost, each as mean ± std over its runs, where every run recorded it: seconds per step
+  (`step_seconds`), the run's wall time (warm start, steps, evaluations and checkpoints; a warm start read back from
+  another run counts seconds), the warm start's own seconds, and the peak resident memory of the run's process."""
+  out: dict[str, Any] = {}
+  figures = {
+    "step_seconds": [step_seconds(r) for r in runs],
+    "wall_time_s": [r.get("wall_time_s") for r in runs],
+    "warm_start_s": [r.get("warm_start", {}).get("seconds") for r in runs],
+    "host_peak_memory_gib": [r.get("perf", {}).get("host_peak_memory_gib") or None for r in runs],
+  }
+  for key, values in figures.items():
+    if values and all(v is not None for v in values):
+      out[key] = _ms([float(v) for v in values])
   return out
 
 
@@ -321,6 +349,23 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(
           f"| {v} | {len(f['seeds'])} | {f['b_shown_seeds']} | {f['c_shown_seeds']} | {f['bc_shown_seeds']} | "
           f"{below_text} |"
+        )
+  if any("step_seconds" in f for f in report["variants"].values()):
+    lines += [
+      "",
+      "What the runs cost (seconds per step: the median over the logged spans, evaluations and checkpoints apart; the",
+      "wall time includes the warm start, and a warm start read back from another run takes seconds):",
+      "",
+      "| variant | seconds per step | wall time per run (min) | warm start (s) | peak resident memory (GiB) |",
+      "|---|---|---|---|---|",
+    ]
+    for v, f in report["variants"].items():
+      if "step_seconds" in f:
+        wall = f.get("wall_time_s")
+        wall_min = None if wall is None else {**wall, "mean": wall["mean"] / 60, "std": wall["std"] / 60}
+        lines.append(
+          f"| {v} | {_fmt(f['step_seconds'], 1)} | {_fmt(wall_min, 1)} | {_fmt(f.get('warm_start_s'), 0)} | "
+          f"{_fmt(f.get('host_peak_memory_gib'), 2)} |"
         )
   vs = report.get("tasks_in_band_vs_random")
   if vs:

@@ -255,3 +255,26 @@ def test_gap_at_each_evaluation_says_when_it_appears(tmp_path):
   assert compare.item_scores(table[("random", 1)], 6) is None
   with pytest.raises(ValueError, match="an evaluation step"):
     compare.item_scores(table[("random", 1)], "middle")
+
+
+def test_cost_of_the_runs_from_their_perf_records(tmp_path):
+  table = {}
+  for s in range(2):
+    co = fake_summary(s, 0.5, 0.7, [0.5] * 8)
+    # a compiling first span and a resumed run's second compile: the median per step ignores both
+    co["perf"] = {
+      "step_s": [[1, 60.0], [2, 10.0 + s], [3, 10.0 + s], [4, 45.0], [5, 10.0 + s]],
+      "host_peak_memory_gib": 6.5,
+    }
+    co["wall_time_s"], co["warm_start"] = 1200.0 + 60 * s, {"seconds": 500.0}
+    table[("coevolve", s)] = co
+    table[("random", s)] = fake_summary(s, 0.5, 0.6, [0.9] * 8)  # an older run: no perf record
+  write_runs(tmp_path, table)
+  text = compare.write_report(str(tmp_path), n_boot=200, plots=False)
+  variants = json.loads((tmp_path / "report.json").read_text())["variants"]
+  assert variants["coevolve"]["step_seconds"]["mean"] == pytest.approx(10.5)
+  assert variants["coevolve"]["wall_time_s"]["mean"] == pytest.approx(1230.0)
+  assert variants["coevolve"]["host_peak_memory_gib"]["mean"] == pytest.approx(6.5)
+  assert "step_seconds" not in variants["random"] and "wall_time_s" not in variants["random"]
+  assert "| coevolve | 10.5 ± 0.7 | 20.5 ± 0.7 | 500 ± 0 | 6.50 ± 0.00 |" in text
+  assert "| random | " not in text.split("What the runs cost")[1].split("\n\n")[1]

@@ -302,10 +302,16 @@ def _gap_row(name: str, g: dict[str, Any]) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
-  """report.md: the variant table, the paired gaps, and links to the plots."""
+  """report.md: the variant tables, the paired gaps, and links to the plots."""
+  lines = [f"# Sweep report: {report['workdir']}", ""] + _variant_tables(report) + _gap_sections(report)
+  lines += ["", f"Test: {next(iter(report['gaps'].values()), {}).get('test', '')}", ""]
+  lines += [f"![{name}]({os.path.basename(path)})" for name, path in report.get("plots", {}).items()]
+  return "\n".join(lines) + "\n"
+
+
+def _variant_tables(report: dict[str, Any]) -> list[str]:
+  """The per-variant tables of report.md: accuracy, tasks in band and difficulty, (b)/(c), and cost."""
   lines = [
-    f"# Sweep report: {report['workdir']}",
-    "",
     "Mean ± sample std over seeds. Later half = mean of the later half of the held-out evaluations.",
     "",
     "| variant | seeds | first acc | final acc | later-half acc | p̂ in band (later half) | (a) shown on |",
@@ -374,6 +380,12 @@ def markdown(report: dict[str, Any]) -> str:
       f"(a2) GenEnv {vs['coevolve']:.2f} vs GenEnv-Random {vs['random']:.2f} in the last quarter (ratio "
       f"{vs['ratio']:.2f}; test: {vs['test']}): {vs['verdict']}",
     ]
+  return lines
+
+
+def _gap_sections(report: dict[str, Any]) -> list[str]:
+  """The paired-gap sections of report.md: against each ablation, the claimed order, and gaps by step."""
+  lines = []
   for key, title in (("gaps", "final held-out accuracy"), ("gaps_later_half", "later-half held-out accuracy")):
     lines += [
       "",
@@ -405,9 +417,7 @@ def markdown(report: dict[str, Any]) -> str:
       "|---|---|---|---|---|---|---|",
     ]
     lines += [f"| {v} " + _gap_row(str(r["step"]), r) for v, rows in by_step.items() for r in rows]
-  lines += ["", f"Test: {next(iter(report['gaps'].values()), {}).get('test', '')}", ""]
-  lines += [f"![{name}]({os.path.basename(path)})" for name, path in report.get("plots", {}).items()]
-  return "\n".join(lines) + "\n"
+  return lines
 
 
 def plot(report: dict[str, Any], workdir: str) -> dict[str, str]:

@@ -3,8 +3,9 @@
   python -m genenv_jax.compare DIR [--baseline=VARIANT]
   python -m genenv_jax.compare DIR1 DIR2 ... --out=DIR [--baseline=VARIANT]
 
-Reads DIR/runs/VARIANT_sSEED/summary.json (genenv_jax.sweep) of the finished runs (summary_report.finished) and
-writes DIR/report.md, DIR/report.json and PNG plots (matplotlib) DIR/report_*.png. With several sweep directories
+Reads DIR/runs/VARIANT_sSEED/summary.json (genenv_jax.sweep; or summary.json.gz, as docs/results keeps them) of the
+finished runs (summary_report.finished) and writes DIR/report.md, DIR/report.json and PNG plots (matplotlib)
+DIR/report_*.png. With several sweep directories
 (the same seeds under two XLA ISAs, say, each a stand-in for another machine), every run is one unit named
 `DIRNAME/sSEED` (DIRNAME the directory's base name, which must differ between them), units pair across variants by
 that name, and the report goes to --out. Per variant:
@@ -34,6 +35,7 @@ says at what budget a gap appears and whether it holds once it has; each step is
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections.abc import Sequence
@@ -82,16 +84,28 @@ def _load_dir(workdir: str) -> dict[str, dict[Unit, dict[str, Any]]]:
   out: dict[str, dict[Unit, dict[str, Any]]] = {}
   for name in sorted(os.listdir(root)):
     variant, sep, seed = name.rpartition("_s")
-    path = os.path.join(root, name, "summary.json")
-    if not sep or not seed.isdigit() or not os.path.exists(path):
+    text = _summary_text(os.path.join(root, name))
+    if not sep or not seed.isdigit() or text is None:
       continue
-    with open(path) as f:
-      summary = parse_summary(f.read())
+    summary = parse_summary(text)
     if finished(summary):
       out.setdefault(variant, {})[int(seed)] = summary
   if not out:
     raise FileNotFoundError(f"no finished runs (runs/VARIANT_sSEED/summary.json) under {workdir}")
   return out
+
+
+def _summary_text(run_dir: str) -> str | None:
+  """The text of a run's summary.json, or of summary.json.gz where only that is kept (docs/results archives the toy's
+  sweeps gzipped: 200 KB a run raw, 16 KB packed); None when the run has neither."""
+  path = os.path.join(run_dir, "summary.json")
+  if os.path.exists(path):
+    with open(path) as f:
+      return f.read()
+  if os.path.exists(path + ".gz"):
+    with gzip.open(path + ".gz", "rt") as f:
+      return f.read()
+  return None
 
 
 def _ms(values: Sequence[float]) -> dict[str, float]:

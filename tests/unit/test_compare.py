@@ -1,5 +1,6 @@
 """The sweep report (genenv_jax.compare) on synthetic run summaries: figures over seeds, paired gaps, files."""
 
+import gzip
 import json
 import os
 
@@ -85,6 +86,27 @@ def test_report_figures_gaps_and_files(tmp_path):
     "report_accuracy_by_difficulty.png",
   ):
     assert (tmp_path / name).stat().st_size > 0, name
+
+
+def test_a_gzipped_summary_reads_as_the_plain_one(tmp_path):
+  """docs/results keeps the toy's sweeps as summary.json.gz: they load as their plain form does, and a plain
+  summary.json beside one wins."""
+  table = {("coevolve", s): fake_summary(s, 0.5, 0.7, [0.5] * 8) for s in range(2)}
+  write_runs(tmp_path / "plain", table)
+  write_runs(tmp_path / "packed", table)
+  for s in range(2):
+    d = tmp_path / "packed" / "runs" / f"coevolve_s{s}"
+    with gzip.open(d / "summary.json.gz", "wt") as f:
+      f.write((d / "summary.json").read_text())
+    (d / "summary.json").unlink()
+  assert compare.load_runs(str(tmp_path / "packed")) == compare.load_runs(str(tmp_path / "plain"))
+  with gzip.open(tmp_path / "packed" / "runs" / "coevolve_s0" / "summary.json.gz", "wt") as f:
+    f.write("not json")
+  (tmp_path / "packed" / "runs" / "coevolve_s0" / "summary.json").write_text(json.dumps(table[("coevolve", 0)]))
+  assert (
+    compare.load_runs(str(tmp_path / "packed"))["coevolve"][0]
+    == compare.load_runs(str(tmp_path / "plain"))["coevolve"][0]
+  )
 
 
 def test_runs_written_before_the_step_names_read_the_same(tmp_path):

@@ -3,7 +3,7 @@
   python -m genenv_jax.compare DIR [--baseline=VARIANT]
   python -m genenv_jax.compare DIR1 DIR2 ... --out=DIR [--baseline=VARIANT]
 
-Reads DIR/runs/VARIANT_sSEED/summary.json (genenv_jax.sweep; or summary.json.gz, as docs/results keeps them) of the
+Reads DIR/runs/VARIANT_sSEED/summary.json (genenv_jax.sweep; or summary.json.gz, a sweep kept packed) of the
 finished runs (summary_report.finished) and writes DIR/report.md, DIR/report.json and PNG plots (matplotlib)
 DIR/report_*.png. With several sweep directories
 (the same seeds under two XLA ISAs, say, each a stand-in for another machine), every run is one unit named
@@ -96,8 +96,8 @@ def _load_dir(workdir: str) -> dict[str, dict[Unit, dict[str, Any]]]:
 
 
 def _summary_text(run_dir: str) -> str | None:
-  """The text of a run's summary.json, or of summary.json.gz where only that is kept (docs/results archives the toy's
-  sweeps gzipped: 200 KB a run raw, 16 KB packed); None when the run has neither."""
+  """The text of a run's summary.json, or of summary.json.gz where only that is kept (a sweep kept in the repository:
+  a demo run's summary is 200 KB raw, 16 KB gzipped); None when the run has neither."""
   path = os.path.join(run_dir, "summary.json")
   if os.path.exists(path):
     with open(path) as f:

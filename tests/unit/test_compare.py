@@ -89,8 +89,7 @@ def test_report_figures_gaps_and_files(tmp_path):
 
 
 def test_a_gzipped_summary_reads_as_the_plain_one(tmp_path):
-  """docs/results keeps the toy's sweeps as summary.json.gz: they load as their plain form does, and a plain
-  summary.json beside one wins."""
+  """A sweep kept packed (summary.json.gz) loads as its plain form does, and a plain summary.json beside one wins."""
   table = {("coevolve", s): fake_summary(s, 0.5, 0.7, [0.5] * 8) for s in range(2)}
   write_runs(tmp_path / "plain", table)
   write_runs(tmp_path / "packed", table)

@@ -5,8 +5,8 @@
 
 Reads DIR/runs/VARIANT_sSEED/summary.json (genenv_jax.sweep; or summary.json.gz, a sweep kept packed) of the
 finished runs (summary_report.finished) and writes DIR/report.md, DIR/report.json and PNG plots (matplotlib)
-DIR/report_*.png. With several sweep directories
-(the same seeds under two XLA ISAs, say, each a stand-in for another machine), every run is one unit named
+DIR/report_*.png. With several sweep directories (the same seeds under two XLA ISAs, say, each a stand-in for another
+machine), every run is one unit named
 `DIRNAME/sSEED` (DIRNAME the directory's base name, which must differ between them), units pair across variants by
 that name, and the report goes to --out. Per variant:
   - final held-out accuracy (last evaluation) and later-half accuracy (mean of the later half of the evaluations),
@@ -84,8 +84,10 @@ def _load_dir(workdir: str) -> dict[str, dict[Unit, dict[str, Any]]]:
   out: dict[str, dict[Unit, dict[str, Any]]] = {}
   for name in sorted(os.listdir(root)):
     variant, sep, seed = name.rpartition("_s")
+    if not sep or not seed.isdigit():
+      continue
     text = _summary_text(os.path.join(root, name))
-    if not sep or not seed.isdigit() or text is None:
+    if text is None:
       continue
     summary = parse_summary(text)
     if finished(summary):

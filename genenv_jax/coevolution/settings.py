@@ -398,7 +398,8 @@ ENV_P_HATS = get_args(EnvPHats)
 class WarmStartSettings(Section):
   """The supervised warm start of both models on the domain's seed tasks (training.warm_start), before the first
   step: `agent_steps` and `env_steps` AdamW steps on `batch_size` pairs, lr decayed from `lr` to lr / 10. The env's
-  targets (`env_targets`, `env_copy_frac`) and the p̂ its prompts show (`env_p_hats`): training.warm_start.sft_batches.
+  targets (`env_targets`, `env_copy_frac`), the p̂ its prompts show (`env_p_hats`) and the agent's extra tasks with
+  skewed digits (`agent_skewed_tasks`, arithmetic only: tasks.arithmetic.skewed_digits): warm_start.sft_batches.
   The defaults are the demo's (configs/default.py says why 2,000 agent steps); configs/qwen2_5_7b.py sets both step
   counts to 0 (an instruction-tuned checkpoint needs no warm start)."""
 
@@ -406,6 +407,7 @@ class WarmStartSettings(Section):
   env_steps: int = setting(150, count(0), "an integer >= 0")
   batch_size: int = setting(64, count(1), "an integer >= 1")
   lr: float = setting(3e-3, positive, "a number > 0")
+  agent_skewed_tasks: int = setting(0, count(0), "an integer >= 0 (extra agent SFT tasks with skewed digits)")
   env_copy_frac: float = setting(0.0, unit, "a number in [0, 1] (the share of env targets that restate their seed)")
   env_targets: EnvTargets = setting(ENV_TARGETS[0], *choice(ENV_TARGETS))
   env_p_hats: EnvPHats = setting(ENV_P_HATS[0], *choice(ENV_P_HATS))

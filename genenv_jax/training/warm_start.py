@@ -79,6 +79,27 @@ def env_p_hat_values(warm: WarmStartSettings, group_size: int) -> tuple[float, .
   return tuple(k / group_size for k in range(group_size + 1)) if warm.env_p_hats == "all" else ()
 
 
+def agent_sft_pairs(domain: Domain, seed: int, skewed_tasks: int) -> dict[str, np.ndarray]:
+  """The agent's supervised pairs (prompt, prompt mask, target, target mask): each seed task and its answer, then
+  `skewed_tasks` more tasks whose digits follow skewed distributions (`domain.skewed_digit_tasks`, drawn from `seed`;
+  tasks.arithmetic.skewed_digits says why), so that the warm start covers sums the seeds' uniform digits make rare."""
+  tasks = [domain.seed_tasks()]
+  if skewed_tasks:
+    if not hasattr(domain, "skewed_digit_tasks"):
+      raise ValueError(
+        f"warm_start.agent_skewed_tasks = {skewed_tasks} needs a domain that draws tasks with skewed digits; the "
+        f"{domain.name!r} domain cannot: set warm_start.agent_skewed_tasks = 0"
+      )
+    tasks.append(domain.skewed_digit_tasks(seed, skewed_tasks))
+  pairs = {
+    "prompt_ids": "prompt_ids",
+    "prompt_mask": "prompt_mask",
+    "target": "answer_ids",
+    "target_mask": "answer_mask",
+  }
+  return {key: np.concatenate([t[field] for t in tasks]) for key, field in pairs.items()}
+
+
 def sft_batches(
   domain: Domain,
   which: str,
@@ -88,9 +109,10 @@ def sft_batches(
   curriculum: CurriculumSettings,
 ) -> dict[str, np.ndarray]:
   """All supervised pairs for `which` in {"agent", "env"} as host arrays (prompt, prompt mask, target, target mask),
-  as the warm start's settings `warm` ask; `group_size` (the agent's G, agent.grpo.group_size) fixes the p̂ values a
-  prompt can show, `curriculum` (env.curriculum) the α band of "rate_directed". All three are the run's: none is
-  defaulted, so that a caller cannot get the defaults for a run that set other values.
+  as the warm start's settings `warm` ask (the agent's: `agent_sft_pairs`); `group_size` (the agent's G,
+  agent.grpo.group_size) fixes the p̂ values a prompt can show, `curriculum` (env.curriculum) the α band of
+  "rate_directed". All three are the run's: none is defaulted, so that a caller cannot get the defaults for a run
+  that set other values.
 
   The env's target for seed i: with env_targets="nearby", another seed of nearby difficulty, or with probability
   `env_copy_frac` seed i itself (`nearby_difficulty_partners`; "nearby_level" draws the partner's level first, so that
@@ -109,14 +131,9 @@ def sft_batches(
   docs/EXPERIMENTS.md, "The text domains on a CPU"). The target stays the same in every copy: distinct targets per
   copy made the mapping depend on the p̂ text, and that warm start's loss stayed far above the plain one's (same
   section)."""
-  seeds = domain.seed_tasks()
   if which == "agent":
-    return {
-      "prompt_ids": seeds["prompt_ids"],
-      "prompt_mask": seeds["prompt_mask"],
-      "target": seeds["answer_ids"],
-      "target_mask": seeds["answer_mask"],
-    }
+    return agent_sft_pairs(domain, seed, warm.agent_skewed_tasks)
+  seeds = domain.seed_tasks()
   env_targets = warm.env_targets
   shown = (-1.0, *env_p_hat_values(warm, group_size))  # p̂ = -1: unknown
   if env_targets == "rate_directed":

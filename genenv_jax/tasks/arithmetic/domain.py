@@ -33,6 +33,7 @@ import numpy as np
 from genenv_jax.models.tokenizer import Tokenizer
 from genenv_jax.tasks import token_ops as ops
 from genenv_jax.tasks.arithmetic import host, token_ops
+from genenv_jax.tasks.arithmetic.skewed_digits import digit_weights, weighted_number
 from genenv_jax.tasks.arithmetic.variations import variation
 from genenv_jax.tasks.base import TaskBatch, host_parse, host_verify
 
@@ -305,10 +306,16 @@ class ArithmeticDomain:
     has_additive = any(op in self.operators for op in "+-")
     return ((False, True) if has_additive else (True,)) if "*" in self.operators else (False,)
 
-  def _draw(self, rng: np.random.Generator, n_ops: int, digits: int, times: bool) -> str:
+  def _draw(
+    self, rng: np.random.Generator, n_ops: int, digits: int, times: bool, weights: np.ndarray | None = None
+  ) -> str:
+    """One task text of the shape; its numbers' digits uniform, or drawn from `weights` over 0..9 (skewed_digits)."""
     sizes = rng.integers(1, digits + 1, size=n_ops + 1)
     sizes[rng.integers(0, n_ops + 1)] = digits  # the longest number has exactly `digits` digits
-    numbers = [int(rng.integers(0, 10)) if k == 1 else int(rng.integers(10 ** (k - 1), 10**k)) for k in sizes]
+    if weights is None:
+      numbers = [int(rng.integers(0, 10)) if k == 1 else int(rng.integers(10 ** (k - 1), 10**k)) for k in sizes]
+    else:
+      numbers = [weighted_number(rng, int(k), weights) for k in sizes]
     additive = [op for op in "+-" if op in self.operators]
     ops = list(rng.choice(list(self.operators if times else additive), size=n_ops))
     if times:
@@ -342,28 +349,28 @@ class ArithmeticDomain:
     (200 single-digit sums and differences) while training wants many examples.
     """
     rng = np.random.default_rng(self.seed)
-    shapes = self._shapes()
-
-    def draw(level: int, rejected: set[str]) -> str:
-      for _ in range(10_000):
-        text = self._draw(rng, *shapes[level][int(rng.integers(0, len(shapes[level])))])
-        expr = host.evaluate_text(
-          text, self.max_operands, self.max_digits, self.bound, self.operators, self.min_operands
-        )
-        if expr is not None and host.difficulty_of(expr) == level and text not in rejected:
-          return text
-      raise ValueError(
-        f"could not draw a task of difficulty {level} outside the {len(rejected)} held-out tasks; "
-        "lower num_heldout or raise max_digits"
-      )
-
     heldout: list[str] = []
     levels = self.levels
     for i in range(self.num_heldout):
-      heldout.append(draw(levels[i % len(levels)], set(heldout)))
+      heldout.append(self._draw_level(rng, levels[i % len(levels)], set(heldout)))
     heldout_set = set(heldout)
-    seeds = [draw(level, heldout_set) for level in self.seed_level_sequence()]
+    seeds = [self._draw_level(rng, level, heldout_set) for level in self.seed_level_sequence()]
     return seeds, heldout
+
+  def _draw_level(
+    self, rng: np.random.Generator, level: int, rejected: set[str], weights: np.ndarray | None = None
+  ) -> str:
+    """A task text of difficulty `level`, none of `rejected`, its digits as `_draw` draws them."""
+    shapes = self._shapes()[level]
+    for _ in range(10_000):
+      text = self._draw(rng, *shapes[int(rng.integers(0, len(shapes)))], weights=weights)
+      expr = host.evaluate_text(text, self.max_operands, self.max_digits, self.bound, self.operators, self.min_operands)
+      if expr is not None and host.difficulty_of(expr) == level and text not in rejected:
+        return text
+    raise ValueError(
+      f"could not draw a task of difficulty {level} outside the {len(rejected)} held-out tasks; "
+      "lower num_heldout or raise max_digits"
+    )
 
   def _task_arrays(self, texts: list[str]) -> dict[str, np.ndarray]:
     tok, eos = self.tokenizer, self.tokens.eos_id
@@ -397,6 +404,18 @@ class ArithmeticDomain:
 
   def heldout_expressions(self) -> list[str]:
     return self._expressions()[1]
+
+  def skewed_digit_tasks(self, seed: int, count: int) -> dict[str, np.ndarray]:
+    """`count` tasks in seed_tasks' keys, drawn from `seed`: row i at the level of seed row i (mod num_seeds), so
+    that they follow the seeds' level weights, its digits from its own skewed distribution
+    (`skewed_digits.digit_weights`), none a held-out task: the agent's extra warm-start data when
+    `warm_start.agent_skewed_tasks = count` (skewed_digits says why)."""
+    if count < 0:
+      raise ValueError(f"count must be >= 0, got {count}")
+    rng = np.random.default_rng(seed)
+    levels, heldout = self.seed_level_sequence(), set(self.heldout_expressions())
+    texts = [self._draw_level(rng, levels[i % len(levels)], heldout, digit_weights(rng)) for i in range(count)]
+    return self._task_arrays(texts)
 
   def seed_variations(self, seed: int) -> dict[str, np.ndarray]:
     """One local edit of each seed task (`variations.variation`), drawn from `seed`, in seed_tasks' row order and

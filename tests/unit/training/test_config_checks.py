@@ -44,6 +44,7 @@ def test_every_shipped_config_variant_is_valid(module, variant):
     ("mesh.fsdp", 0, "mesh.fsdp = 0: must be an integer >= 1, or -1"),
     ("mode", "ppo", "mode = 'ppo': must be one of 'coevolve', 'static', 'grpo'"),
     ("warm_start.env_copy_frac", 1.5, "warm_start.env_copy_frac = 1.5: must be a number in [0, 1]"),
+    ("warm_start.agent_skewed_tasks", -1, "warm_start.agent_skewed_tasks = -1: must be an integer >= 0"),
     (
       "warm_start.env_targets",
       "copy",

@@ -348,22 +348,28 @@ class ArithmeticDomain:
     seeds never equal a held-out task, but may repeat one another, since the low levels hold few distinct tasks
     (200 single-digit sums and differences) while training wants many examples.
     """
-    rng = np.random.default_rng(self.seed)
+    rng, shapes = np.random.default_rng(self.seed), self._shapes()
     heldout: list[str] = []
     levels = self.levels
     for i in range(self.num_heldout):
-      heldout.append(self._draw_level(rng, levels[i % len(levels)], set(heldout)))
+      heldout.append(self._draw_level(rng, shapes, levels[i % len(levels)], set(heldout)))
     heldout_set = set(heldout)
-    seeds = [self._draw_level(rng, level, heldout_set) for level in self.seed_level_sequence()]
+    seeds = [self._draw_level(rng, shapes, level, heldout_set) for level in self.seed_level_sequence()]
     return seeds, heldout
 
   def _draw_level(
-    self, rng: np.random.Generator, level: int, rejected: set[str], weights: np.ndarray | None = None
+    self,
+    rng: np.random.Generator,
+    shapes: dict[int, list[tuple[int, int, bool]]],
+    level: int,
+    rejected: set[str],
+    weights: np.ndarray | None = None,
   ) -> str:
-    """A task text of difficulty `level`, none of `rejected`, its digits as `_draw` draws them."""
-    shapes = self._shapes()[level]
+    """A task text of difficulty `level` (one of its `shapes`, `_shapes()`), none of `rejected`, its digits as
+    `_draw` draws them."""
+    options = shapes[level]
     for _ in range(10_000):
-      text = self._draw(rng, *shapes[int(rng.integers(0, len(shapes)))], weights=weights)
+      text = self._draw(rng, *options[int(rng.integers(0, len(options)))], weights=weights)
       expr = host.evaluate_text(text, self.max_operands, self.max_digits, self.bound, self.operators, self.min_operands)
       if expr is not None and host.difficulty_of(expr) == level and text not in rejected:
         return text
@@ -412,9 +418,9 @@ class ArithmeticDomain:
     `warm_start.agent_skewed_tasks = count` (skewed_digits says why)."""
     if count < 0:
       raise ValueError(f"count must be >= 0, got {count}")
-    rng = np.random.default_rng(seed)
+    rng, shapes = np.random.default_rng(seed), self._shapes()
     levels, heldout = self.seed_level_sequence(), set(self.heldout_expressions())
-    texts = [self._draw_level(rng, levels[i % len(levels)], heldout, digit_weights(rng)) for i in range(count)]
+    texts = [self._draw_level(rng, shapes, levels[i % len(levels)], heldout, digit_weights(rng)) for i in range(count)]
     return self._task_arrays(texts)
 
   def seed_variations(self, seed: int) -> dict[str, np.ndarray]:

@@ -176,7 +176,9 @@ def build(
 
 def optimizer_from(o: OptimizerSettings) -> optax.GradientTransformation:
   """The AdamW of an optimizer section (rl.updates.make_optimizer)."""
-  return make_optimizer(o.lr, o.weight_decay, o.max_grad_norm, eps=o.eps, warmup_steps=o.warmup_steps)
+  return make_optimizer(
+    o.lr, o.weight_decay, o.max_grad_norm, eps=o.eps, warmup_steps=o.warmup_steps, decay_steps=o.decay_steps
+  )
 
 
 def _shaped(tree: Any, shardings: Any) -> Any:

@@ -104,13 +104,16 @@ UNIFORM, LEVEL_LEARNABILITY = REPLAY_WEIGHTINGS
 @dataclasses.dataclass(frozen=True)
 class OptimizerSettings(Section):
   """AdamW with a linear warm-up (rl.updates.make_optimizer). lr: the paper's 1e-6 for a 7B agent (5e-7 for the env,
-  EnvSettings); the clip threshold also feeds the step's clipped-fraction metric (the optimizer clips)."""
+  EnvSettings); the clip threshold also feeds the step's clipped-fraction metric (the optimizer clips). decay_steps
+  > 0 decays the rate after the warm-up to 0 along a cosine over that many updates (rl.updates.learning_rate_schedule);
+  0, the default, keeps it constant, as the official veRL recipe does."""
 
   lr: float = setting(1e-6, positive, "a number > 0")
   weight_decay: float = setting(0.0, non_negative, "a number >= 0")
   max_grad_norm: float = setting(1.0, positive, "a number > 0")
   eps: float = setting(1e-8, positive, "a number > 0")
   warmup_steps: int = setting(10, count(0), "an integer >= 0")
+  decay_steps: int = setting(0, count(0), "an integer >= 0 (0 = a constant rate after the warm-up)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,17 +40,29 @@ def make_optimizer(
   b2: float = 0.999,
   eps: float = 1e-8,
   warmup_steps: int = 0,
+  decay_steps: int = 0,
 ) -> optax.GradientTransformation:
-  """AdamW (Loshchilov & Hutter 2019) after global-norm clipping, with optional linear warm-up."""
+  """AdamW (Loshchilov & Hutter 2019) after global-norm clipping, with optional linear warm-up and cosine decay
+  (`learning_rate_schedule`)."""
   chain = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm > 0 else []
-  return optax.chain(
-    *chain, optax.adamw(learning_rate_schedule(lr, warmup_steps), b1=b1, b2=b2, eps=eps, weight_decay=weight_decay)
-  )
+  schedule = learning_rate_schedule(lr, warmup_steps, decay_steps)
+  return optax.chain(*chain, optax.adamw(schedule, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay))
 
 
-def learning_rate_schedule(lr: float, warmup_steps: int = 0) -> optax.ScalarOrSchedule:
-  """The learning rate after n optimizer updates: lr · min(1, n / warmup_steps) (constant lr without warm-up)."""
-  return optax.linear_schedule(0.0, lr, warmup_steps) if warmup_steps > 0 else lr
+def learning_rate_schedule(lr: float, warmup_steps: int = 0, decay_steps: int = 0) -> optax.ScalarOrSchedule:
+  """The learning rate after n optimizer updates, with w = warmup_steps and d = decay_steps:
+
+    lr · n / w                                   for n < w (the linear warm-up),
+    lr · (1 + cos(π · min(n - w, d) / d)) / 2     for n >= w, where d > 0 (cosine decay to 0: Loshchilov & Hutter
+                                                  2017, SGDR, one cycle without restarts),
+    lr                                           for n >= w, where d = 0 (a constant rate: the default).
+
+  A constant lr without warm-up or decay. The decay ends at 0 after w + d updates, and stays there."""
+  warmup = optax.linear_schedule(0.0, lr, warmup_steps) if warmup_steps > 0 else None
+  if decay_steps <= 0:
+    return warmup or lr
+  decay = optax.cosine_decay_schedule(lr, decay_steps, alpha=0.0)
+  return optax.join_schedules([warmup, decay], [warmup_steps]) if warmup else decay
 
 
 def applied_updates(opt_state: Any) -> int:
@@ -65,10 +77,10 @@ def applied_updates(opt_state: Any) -> int:
   return max(counts)
 
 
-def last_learning_rate(opt_state: Any, lr: float, warmup_steps: int = 0) -> float:
+def last_learning_rate(opt_state: Any, lr: float, warmup_steps: int = 0, decay_steps: int = 0) -> float:
   """The learning rate of the newest update this optimizer state applied (`learning_rate_schedule` at n - 1; the
   first update's when none has been applied)."""
-  schedule = learning_rate_schedule(lr, warmup_steps)
+  schedule = learning_rate_schedule(lr, warmup_steps, decay_steps)
   return float(schedule(max(applied_updates(opt_state) - 1, 0))) if callable(schedule) else float(schedule)
 
 

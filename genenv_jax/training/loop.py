@@ -350,7 +350,7 @@ def _host_metrics(metrics: dict[str, Any], mesh) -> dict[str, np.ndarray]:
 
 def _schedule(optimizer: OptimizerSettings) -> dict[str, Any]:
   """The learning-rate schedule's arguments of an optimizer section of the tree (rl.updates.make_optimizer's)."""
-  return {"lr": optimizer.lr, "warmup_steps": optimizer.warmup_steps}
+  return {"lr": optimizer.lr, "warmup_steps": optimizer.warmup_steps, "decay_steps": optimizer.decay_steps}
 
 
 # Keys a resumed run may change without --config.allow_config_change: how long it runs and what it logs, not what it

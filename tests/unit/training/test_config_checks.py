@@ -45,6 +45,7 @@ def test_every_shipped_config_variant_is_valid(module, variant):
     ("mode", "ppo", "mode = 'ppo': must be one of 'coevolve', 'static', 'grpo'"),
     ("warm_start.env_copy_frac", 1.5, "warm_start.env_copy_frac = 1.5: must be a number in [0, 1]"),
     ("warm_start.agent_skewed_tasks", -1, "warm_start.agent_skewed_tasks = -1: must be an integer >= 0"),
+    ("agent.optimizer.decay_steps", -5, "agent.optimizer.decay_steps = -5: must be an integer >= 0"),
     (
       "warm_start.env_targets",
       "copy",
